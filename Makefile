@@ -1,0 +1,34 @@
+# bayescal: the two set-up commands are `make demo` and `make test`.
+# Both create .venv with python3 if it is missing and install what they need.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= test,fast,dask
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+comma  := ,
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint install clean docs bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/bayescal demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check bayescal tests benchmarks
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

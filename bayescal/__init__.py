@@ -1,0 +1,50 @@
+"""bayescal: exact, fast and Bayesian Dirichlet calibration of multiclass classifiers.
+
+``import bayescal`` stays light: PyMC and ArviZ are imported only by
+:mod:`bayescal.bayes` when a Bayesian model is built.
+"""
+
+from bayescal._validation import EPS
+from bayescal.datasets import make_dirgen
+from bayescal.maps import (
+    canonical_map,
+    canonical_to_dirlin,
+    dirgen_map,
+    dirgen_to_dirlin,
+    dirlin_map,
+    dirlin_to_canonical,
+    dirlin_to_dirgen,
+    log_features,
+)
+from bayescal.metrics import (
+    accuracy,
+    brier_score,
+    classwise_ece,
+    expected_calibration_error,
+    log_loss,
+    max_calibration_error,
+    reliability_table,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EPS",
+    "__version__",
+    "accuracy",
+    "brier_score",
+    "canonical_map",
+    "canonical_to_dirlin",
+    "classwise_ece",
+    "dirgen_map",
+    "dirgen_to_dirlin",
+    "dirlin_map",
+    "dirlin_to_canonical",
+    "dirlin_to_dirgen",
+    "expected_calibration_error",
+    "log_features",
+    "log_loss",
+    "make_dirgen",
+    "max_calibration_error",
+    "reliability_table",
+]

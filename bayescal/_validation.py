@@ -1,0 +1,294 @@
+"""Input checks: the one place where bayescal validates user input.
+
+Every public function and estimator calls into this module, so the wording of
+an error is the same wherever the bad value enters. Each check raises
+:class:`ValueError` naming the problem and showing the offending value (or the
+first offending row), and never repairs the input: nothing is renormalised,
+and the only clipping anywhere in bayescal is the documented ``eps`` floor of
+:func:`bayescal.maps.log_features`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "EPS",
+    "ROW_SUM_ATOL",
+    "check_alpha",
+    "check_eps",
+    "check_labels",
+    "check_linear_params",
+    "check_pi",
+    "check_scores",
+    "check_option",
+    "check_positive_int",
+    "check_nonnegative_float",
+]
+
+#: Default floor for probabilities before the logarithm: float64 machine
+#: epsilon, as in the paper authors' calibration utilities. Pass
+#: ``eps=np.finfo(float).tiny`` to reproduce the paper text (2.2e-308).
+EPS: float = float(np.finfo(np.float64).eps)
+
+#: Absolute tolerance on ``|sum(q) - 1|`` for a probability row, by input
+#: dtype. Float32 softmax outputs (common for neural networks) routinely miss 1
+#: by a few 1e-7 per entry, so their tolerance scales with float32 precision.
+ROW_SUM_ATOL: dict[str, float] = {"float64": 1e-6, "float32": 1e-4, "float16": 1e-2}
+
+_MAX_SHOW = 6
+
+
+def _show(values: ArrayLike) -> str:
+    """Format a (possibly long) array for an error message."""
+    arr = np.asarray(values)
+    if arr.size <= _MAX_SHOW:
+        return np.array2string(arr, precision=6, separator=", ")
+    flat = arr.ravel()[:_MAX_SHOW]
+    return np.array2string(flat, precision=6, separator=", ")[:-1] + ", ...]"
+
+
+def check_option(value: Any, name: str, options: Iterable[Any]) -> Any:
+    """Check that ``value`` is one of ``options``."""
+    options = tuple(options)
+    if not isinstance(value, str | type(None) | bool | Integral) or value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}; got {value!r}")
+    return value
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Check that ``value`` is an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def check_nonnegative_float(value: Any, name: str, *, strict: bool = False) -> float:
+    """Check that ``value`` is a finite real >= 0 (> 0 with ``strict``)."""
+    ok = isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value)
+    if ok:
+        ok = value > 0 if strict else value >= 0
+    if not ok:
+        what = "positive" if strict else "non-negative"
+        raise ValueError(f"{name} must be a finite {what} number; got {value!r}")
+    return float(value)
+
+
+def check_eps(eps: Any) -> float:
+    """Check the probability floor ``eps``: a float in (0, 1)."""
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, Real)
+        or not np.isfinite(eps)
+        or not 0.0 < eps < 1.0
+    ):
+        raise ValueError(f"eps must be a float in (0, 1); got {eps!r}")
+    return float(eps)
+
+
+def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
+    try:
+        arr = np.asarray(scores)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.integer)
+        or arr.dtype == bool
+    ):
+        raise ValueError(f"{name} must be numeric; got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D of shape (n_samples, n_classes); got ndim={arr.ndim} "
+            f"with shape {arr.shape}"
+        )
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name} must have at least one row; got shape {arr.shape}")
+    if arr.shape[1] < 2:
+        raise ValueError(
+            f"{name} must have at least 2 classes (columns); got shape {arr.shape}"
+        )
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    return arr
+
+
+def check_scores(
+    scores: ArrayLike,
+    *,
+    kind: str = "probs",
+    name: str = "scores",
+    n_classes: int | None = None,
+) -> NDArray[np.float64]:
+    """Validate classifier scores and return them as float64 ``(n, k)``.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples, n_classes)
+        Probabilities (``kind="probs"``) or logits (``kind="logits"``).
+    kind : {"probs", "logits"}, default="probs"
+        What the columns hold. Probabilities must lie in [0, 1] and each row
+        must sum to 1 within :data:`ROW_SUM_ATOL` for its dtype (float32 input
+        is accepted with a looser tolerance). Logits only need to be finite.
+    name : str, default="scores"
+        Name used in error messages.
+    n_classes : int, optional
+        Expected number of columns (e.g. the number seen during ``fit``).
+
+    Returns
+    -------
+    scores : ndarray of shape (n_samples, n_classes), float64
+        The same values, converted to float64; never renormalised.
+
+    Raises
+    ------
+    ValueError
+        On NaN or inf, wrong ndim or shape, fewer than 2 classes, negative
+        probabilities or probability rows that do not sum to 1.
+    """
+    check_option(kind, "kind", ("probs", "logits"))
+    arr = _as_2d_float(scores, name)
+    if n_classes is not None and arr.shape[1] != n_classes:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} columns but {n_classes} classes were expected "
+            f"(got shape {arr.shape})"
+        )
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise ValueError(
+            f"{name} contains NaN or inf (first at row {row}: {_show(arr[row])})"
+        )
+    dtype_name = arr.dtype.name
+    out = arr.astype(np.float64, copy=False)
+    if kind == "probs":
+        neg = out < 0
+        if neg.any():
+            row = int(np.flatnonzero(neg.any(axis=1))[0])
+            raise ValueError(
+                f"{name} contains negative probabilities (first at row {row}: "
+                f"{_show(out[row])}); pass kind/input='logits' if these are logits"
+            )
+        atol = ROW_SUM_ATOL.get(dtype_name, 1e-6)
+        dev = np.abs(out.sum(axis=1) - 1.0)
+        bad = dev > atol
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name} rows must sum to 1 (tolerance {atol:g} for {dtype_name}); "
+                f"row {row} sums to {out[row].sum():.10g}: {_show(out[row])}. "
+                "Pass kind/input='logits' if these are logits"
+            )
+    return out
+
+
+def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.intp]:
+    """Validate class labels against the score columns.
+
+    Labels are integer codes ``0 .. n_classes - 1``: label ``j`` is the class of
+    score column ``j`` (the number of classes comes from the score columns,
+    never from the labels, so a class may be absent from ``y``).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Integer labels (floats with integral values are accepted).
+    n_samples : int
+        Expected length (the number of score rows).
+    n_classes : int
+        Number of score columns.
+
+    Returns
+    -------
+    y : ndarray of shape (n_samples,), intp
+    """
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(
+            f"y has {arr.shape[0]} labels but the scores have {n_samples} rows"
+        )
+    if arr.dtype == bool:
+        arr = arr.astype(np.intp)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(
+            f"y must hold integer class codes 0..{n_classes - 1} (column j of the scores "
+            f"is class j); got dtype {arr.dtype} with values {_show(np.unique(arr))}"
+        )
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.isfinite(arr).all() or not np.all(arr == np.round(arr)):
+            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))]
+            raise ValueError(f"y must hold integer class codes; got non-integer values {_show(bad)}")
+    out = arr.astype(np.intp)
+    outside = (out < 0) | (out >= n_classes)
+    if outside.any():
+        raise ValueError(
+            f"y has labels outside the classes 0..{n_classes - 1} given by the score "
+            f"columns: {_show(np.unique(out[outside]))}"
+        )
+    return out
+
+
+def check_linear_params(
+    W: ArrayLike, b: ArrayLike, *, n_classes: int | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Validate DirLin parameters: ``W`` square (k, k), ``b`` of length k, finite."""
+    W = np.asarray(W, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+        raise ValueError(f"W must be a square (k, k) matrix; got shape {W.shape}")
+    k = W.shape[0]
+    if k < 2:
+        raise ValueError(f"W must describe at least 2 classes; got shape {W.shape}")
+    if n_classes is not None and k != n_classes:
+        raise ValueError(f"W has shape {W.shape} but the scores have {n_classes} columns")
+    if b.shape != (k,):
+        raise ValueError(f"b must have shape ({k},) to match W {W.shape}; got {b.shape}")
+    if not np.isfinite(W).all():
+        raise ValueError(f"W contains NaN or inf: {_show(W[~np.isfinite(W)])}")
+    if not np.isfinite(b).all():
+        raise ValueError(f"b contains NaN or inf: {_show(b)}")
+    return W, b
+
+
+def check_alpha(alpha: ArrayLike, *, n_classes: int | None = None) -> NDArray[np.float64]:
+    """Validate Dirichlet concentrations: (k, k), finite and > 0 (row j = class j)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim != 2 or alpha.shape[0] != alpha.shape[1] or alpha.shape[0] < 2:
+        raise ValueError(
+            f"alpha must be a (k, k) matrix with k >= 2 (row j is the concentration of "
+            f"class j); got shape {alpha.shape}"
+        )
+    if n_classes is not None and alpha.shape[0] != n_classes:
+        raise ValueError(
+            f"alpha has shape {alpha.shape} but the scores have {n_classes} columns"
+        )
+    bad = ~np.isfinite(alpha) | (alpha <= 0)
+    if bad.any():
+        j, i = np.argwhere(bad)[0]
+        raise ValueError(
+            f"alpha must be finite and > 0; alpha[{j}, {i}] = {float(alpha[j, i])!r}"
+        )
+    return alpha
+
+
+def check_pi(pi: ArrayLike, *, n_classes: int | None = None) -> NDArray[np.float64]:
+    """Validate class priors: a probability vector (>= 0, sums to 1 within 1e-8)."""
+    pi = np.asarray(pi, dtype=np.float64)
+    if pi.ndim != 1 or (n_classes is not None and pi.shape[0] != n_classes):
+        want = f"({n_classes},)" if n_classes is not None else "(k,)"
+        raise ValueError(f"pi must have shape {want}; got {pi.shape}")
+    if not np.isfinite(pi).all() or (pi < 0).any() or abs(pi.sum() - 1.0) > 1e-8:
+        raise ValueError(
+            f"pi must be a probability vector (entries >= 0 summing to 1); got "
+            f"{_show(pi)} summing to {pi.sum():.10g}"
+        )
+    return pi

@@ -1,0 +1,92 @@
+"""Every bad input gets a ValueError naming the problem and the value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bayescal import maps
+from bayescal._validation import check_labels, check_scores
+
+
+@pytest.mark.parametrize(
+    ("scores", "kind", "match"),
+    [
+        ([[np.inf, 0.0]], "logits", r"NaN or inf \(first at row 0"),
+        ([[0.2, 0.3]], "probs", r"row 0 sums to 0.5"),
+        ([[1.2, -0.2]], "probs", r"negative probabilities \(first at row 0"),
+        (np.ones((2, 2, 2)), "probs", r"must be 2-D .* got ndim=3"),
+        (np.ones((3, 1)), "logits", r"at least 2 classes"),
+        (np.ones((0, 3)), "logits", r"at least one row"),
+        ([["a", "b"]], "logits", r"must be numeric"),
+    ],
+)
+def test_bad_scores(scores, kind, match):
+    with pytest.raises(ValueError, match=match):
+        check_scores(scores, kind=kind)
+
+
+def test_bad_kind():
+    with pytest.raises(ValueError, match=r"kind must be one of \['probs', 'logits'\]; got 'proba'"):
+        check_scores([[0.5, 0.5]], kind="proba")
+
+
+def test_float32_rows_accepted_with_looser_tolerance():
+    q = np.array([[0.3333333, 0.3333333, 0.3333334 + 3e-5]], dtype=np.float32)
+    out = check_scores(q)
+    assert out.dtype == np.float64
+    with pytest.raises(ValueError, match="tolerance 1e-06 for float64"):
+        check_scores(q.astype(np.float64))
+
+
+def test_scores_are_not_renormalised():
+    q = np.array([[0.3, 0.7 + 5e-7]])
+    np.testing.assert_array_equal(check_scores(q), q)
+
+
+def test_bad_labels():
+    with pytest.raises(ValueError, match=r"outside the classes 0..2 .*\[3\]"):
+        check_labels([0, 3], n_samples=2, n_classes=3)
+    with pytest.raises(ValueError, match="must be 1-D"):
+        check_labels(np.zeros((2, 2)), n_samples=2, n_classes=3)
+    with pytest.raises(ValueError, match="integer class codes"):
+        check_labels(["a", "b"], n_samples=2, n_classes=3)
+    with pytest.raises(ValueError, match="3 labels but the scores have 2 rows"):
+        check_labels([0, 1, 2], n_samples=2, n_classes=3)
+
+
+def test_bad_parameters():
+    q = np.full((1, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"W must be a square \(k, k\) matrix; got shape \(3, 2\)"):
+        maps.dirlin_map(q, np.ones((3, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match=r"W has shape \(2, 2\) but the scores have 3 columns"):
+        maps.dirlin_map(q, np.eye(2), np.zeros(2))
+    with pytest.raises(ValueError, match=r"b must have shape \(3,\)"):
+        maps.dirlin_map(q, np.eye(3), np.zeros(2))
+    with pytest.raises(ValueError, match=r"alpha must be finite and > 0; alpha\[1, 2\] = -1.0"):
+        a = np.ones((3, 3))
+        a[1, 2] = -1.0
+        maps.dirgen_map(q, a, np.full(3, 1 / 3))
+    with pytest.raises(ValueError, match="pi must be a probability vector"):
+        maps.dirgen_map(q, np.ones((3, 3)), np.array([0.5, 0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"pi must have shape \(3,\)"):
+        maps.dirgen_map(q, np.ones((3, 3)), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match="eps must be a float in"):
+        maps.log_features(q, eps=0.0)
+    with pytest.raises(ValueError, match="A must be finite and >= 0"):
+        maps.canonical_to_dirlin(-np.ones((3, 3)), np.full(3, 1 / 3))
+    with pytest.raises(ValueError, match="temperature must be a finite positive"):
+        maps.temperature_to_dirlin(0.0, 3)
+
+
+def test_import_does_not_import_pymc():
+    code = (
+        "import sys, bayescal; "
+        "bad = [m for m in ('pymc', 'arviz', 'pytensor', 'matplotlib') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
