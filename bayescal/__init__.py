@@ -28,7 +28,24 @@ from bayescal.metrics import (
 
 __version__ = "0.1.0"
 
+#: Exported lazily (module ``__getattr__``) so that ``import bayescal`` does
+#: not import PyMC / ArviZ.
+_LAZY = {
+    "BayesianDirichletCalibrator": "bayescal.bayes",
+    "BayesianGenerativeCalibrator": "bayescal.bayes",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bayescal' has no attribute {name!r}")
+
 __all__ = [
+    "BayesianDirichletCalibrator",
+    "BayesianGenerativeCalibrator",
     "EPS",
     "__version__",
     "accuracy",
