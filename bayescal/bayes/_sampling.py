@@ -88,9 +88,8 @@ def sample_model(
             target_accept=target_accept,
         )
     if sampler == "numpyro":
-        if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in os.environ.get(
-            "XLA_FLAGS", ""
-        ):
+        xla = os.environ.get("XLA_FLAGS", "")
+        if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in xla:
             flag = f"--xla_force_host_platform_device_count={_cores(chains)}"
             os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
         require("numpyro", extra="fast")
@@ -138,7 +137,9 @@ def check_convergence(idata: Any, var_names: list[str], *, sampler: str) -> dict
     n_chains = post.sizes["chain"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        rhat = float(np.nanmax([az.rhat(post)[v].values.max() for v in var_names])) if n_chains > 1 else float("nan")
+        rhat = float("nan")
+        if n_chains > 1:
+            rhat = float(np.nanmax([az.rhat(post)[v].values.max() for v in var_names]))
         ess = float(np.nanmin([az.ess(post, method="bulk")[v].values.min() for v in var_names]))
     div = 0
     if hasattr(idata, "sample_stats") and "diverging" in idata.sample_stats:

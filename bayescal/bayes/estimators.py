@@ -74,7 +74,8 @@ def _inv_chol(H: Array) -> Array:
 def _per_draw(func, P: Array, Q: Array) -> tuple[Array, Array]:
     """Apply a conversion of :mod:`bayescal.maps` to every draw (leading axes)."""
     lead = P.shape[: P.ndim - 2]
-    out = [func(p, q) for p, q in zip(P.reshape(-1, *P.shape[-2:]), Q.reshape(-1, Q.shape[-1]), strict=True)]
+    pairs = zip(P.reshape(-1, *P.shape[-2:]), Q.reshape(-1, Q.shape[-1]), strict=True)
+    out = [func(p, q) for p, q in pairs]
     R1 = np.stack([o[0] for o in out]).reshape(*lead, *P.shape[-2:])
     R2 = np.stack([o[1] for o in out]).reshape(*lead, Q.shape[-1])
     return R1, R2
@@ -126,7 +127,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         check_option(self.sampler, "sampler", SAMPLERS)
         check_positive_int(self.draws, "draws")
         check_positive_int(self.chains, "chains")
-        if isinstance(self.tune, bool) or not isinstance(self.tune, int | np.integer) or self.tune < 0:
+        tune = self.tune
+        if isinstance(tune, bool) or not isinstance(tune, int | np.integer) or tune < 0:
             raise ValueError(f"tune must be a non-negative integer; got {self.tune!r}")
         if self.random_seed is not None and (
             isinstance(self.random_seed, bool) or not isinstance(self.random_seed, int | np.integer)
@@ -265,7 +267,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         self.idata_.posterior.attrs.update(attrs)
         import xarray as xr
 
-        const = xr.Dataset({f"bayescal_{key}": (tuple(f"{key}_dim_{i}" for i in range(np.ndim(v))), np.asarray(v)) for key, v in stats.items()})
+        const = xr.Dataset(
+            {
+                f"bayescal_{key}": (tuple(f"{key}_{i}" for i in range(np.ndim(v))), np.asarray(v))
+                for key, v in stats.items()
+            }
+        )
         if "constant_data" in self.idata_.groups():
             del self.idata_.constant_data
         self.idata_.add_groups({"constant_data": const})

@@ -92,7 +92,8 @@ def penalty_to_prior(penalty: Any, n_samples: int) -> DirLinPrior:
     def sd(prec: NDArray[np.float64]) -> NDArray[np.float64]:
         prec = np.asarray(prec, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            return np.where(prec > 0, 1.0 / np.sqrt(2.0 * n_samples * np.maximum(prec, 1e-300)), np.inf)
+            safe = np.maximum(prec, 1e-300)
+            return np.where(prec > 0, 1.0 / np.sqrt(2.0 * n_samples * safe), np.inf)
 
     return DirLinPrior(
         sd_W=sd(penalty.prec_W),

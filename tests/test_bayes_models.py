@@ -1,0 +1,216 @@
+"""Bayesian model builders: identified coordinates, log-densities, modes, Hessians.
+
+No sampling here: these tests compile PyMC log-densities and compare them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.optimize import approx_fprime
+
+from bayescal import make_dirgen
+from bayescal.bayes.gauge import dirlin_gauge
+from bayescal.bayes.laplace import (
+    dirgen_log_posterior,
+    dirgen_mode,
+    dirlin_raw_hessian,
+)
+from bayescal.bayes.models import (
+    class_statistics,
+    dirgen_model,
+    dirgen_rowwise_model,
+    dirlin_model,
+    dirlin_raw_model,
+)
+from bayescal.bayes.priors import DirGenPrior, DirLinPrior
+from bayescal.maps import dirlin_from_features, log_features
+
+
+def _prior(k: int, kind: str, n: int = 200, lam: float = 0.1, mu: float = 0.05) -> DirLinPrior:
+    """Priors of the ODIR / L2 penalties (DESIGN section 3), built by hand."""
+    if kind == "odir":
+        sd_W = np.full((k, k), np.sqrt(k * (k - 1) / (2 * n * lam)))
+        sd_W[np.diag_indices(k)] = np.inf
+        sd_b = np.full(k, np.sqrt(k / (2 * n * mu)))
+        center_W = np.zeros((k, k))
+    else:
+        sd_W = np.full((k, k), np.sqrt(k * (k + 1) / (2 * n * lam)))
+        sd_b = np.full(k, np.sqrt(k * (k + 1) / (2 * n * lam)))
+        center_W = np.eye(k)
+    return DirLinPrior(sd_W, center_W, sd_b, np.zeros(k))
+
+
+@pytest.fixture(scope="module")
+def data3():
+    q, y, _, _ = make_dirgen(200, 3, rng=5)
+    return log_features(q), y
+
+
+def test_import_bayescal_does_not_import_pymc():
+    code = (
+        "import sys, bayescal; bayescal.__all__; "
+        "assert 'BayesianDirichletCalibrator' in bayescal.__all__; "
+        "bad = [m for m in ('pymc', 'arviz', 'pytensor') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lazy_export():
+    import bayescal
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    assert bayescal.BayesianDirichletCalibrator is BayesianDirichletCalibrator
+    with pytest.raises(AttributeError, match="no attribute"):
+        bayescal.NotAThing  # noqa: B018
+
+
+@pytest.mark.parametrize("kind", ["odir", "l2"])
+def test_gauge_projection_keeps_maps(kind, rng):
+    k = 4
+    prior = _prior(k, kind)
+    gauge = dirlin_gauge(prior)
+    assert gauge.dim == k * k - 1
+    raw = rng.normal(size=(5, k * k + k))
+    x = log_features(rng.dirichlet(np.ones(k), size=30))
+    theta = gauge.from_raw(raw)
+    back = gauge.to_raw(theta)
+    for r, s in zip(raw, back, strict=True):
+        W0, b0 = gauge.split(r)
+        W1, b1 = gauge.split(s)
+        np.testing.assert_allclose(
+            dirlin_from_features(x, W1, b1), dirlin_from_features(x, W0, b0), atol=1e-12
+        )
+    # from_raw(to_raw(theta)) is the identity on identified coordinates
+    np.testing.assert_allclose(gauge.from_raw(gauge.to_raw(theta)), theta, atol=1e-10)
+
+
+def test_gauge_rejects_unheld_shift():
+    k = 3
+    prior = _prior(k, "odir")
+    flat_b = DirLinPrior(prior.sd_W, prior.center_W, np.full(k, np.inf), prior.center_b)
+    with pytest.raises(ValueError, match="prior on b is flat"):
+        dirlin_gauge(flat_b)
+
+
+@pytest.mark.parametrize("kind", ["odir", "l2"])
+def test_identified_model_equals_raw_model_up_to_constant(kind, data3, rng):
+    """The identified model's log-density is the raw model's on the gauge plane."""
+    x, y = data3
+    k = x.shape[1]
+    prior = _prior(k, kind)
+    gauge = dirlin_gauge(prior)
+    m_id = dirlin_model(x, y, gauge)
+    m_lean = dirlin_model(x, y, gauge, lean=True)
+    m_cat = dirlin_model(x, y, gauge, lean=False)
+    m_raw = dirlin_raw_model(x, y, prior)
+    lp_id, lp_cat, lp_raw = (m.compile_logp() for m in (m_id, m_cat, m_raw))
+    diffs, diffs_cat = [], []
+    for _ in range(4):
+        theta = 0.3 * rng.normal(size=gauge.dim)
+        W, b = gauge.split(gauge.to_raw(theta))
+        pt_id = {"theta": theta[: gauge.n_gauss]}
+        if gauge.n_flat:
+            pt_id["theta_flat"] = theta[gauge.n_gauss :]
+        if kind == "odir":
+            off = ~np.eye(k, dtype=bool)
+            pt_raw = {
+                "W_gauss": W[off],
+                "W_flat": W[~off],
+                "b": b,
+            }
+        else:
+            pt_raw = {"W": W, "b": b}
+        diffs.append(lp_id(pt_id) - lp_raw(pt_raw))
+        diffs_cat.append(lp_id(pt_id) - lp_cat(pt_id))
+        assert m_lean is not None
+    np.testing.assert_allclose(diffs, diffs[0], atol=1e-8)
+    np.testing.assert_allclose(diffs_cat, diffs_cat[0], atol=1e-8)
+
+
+def test_whitened_model_is_affine_reparametrisation(data3, rng):
+    x, y = data3
+    gauge = dirlin_gauge(_prior(3, "odir"))
+    loc = 0.1 * rng.normal(size=gauge.dim)
+    chol = np.tril(rng.normal(size=(gauge.dim, gauge.dim))) * 0.2 + np.eye(gauge.dim)
+    lp_w = dirlin_model(x, y, gauge, whiten=(loc, chol)).compile_logp()
+    lp = dirlin_model(x, y, gauge).compile_logp()
+    diffs = []
+    for _ in range(4):
+        z = rng.normal(size=gauge.dim)
+        theta = loc + chol @ z
+        diffs.append(
+            lp_w({"z": z})
+            - lp({"theta": theta[: gauge.n_gauss], "theta_flat": theta[gauge.n_gauss :]})
+        )
+    np.testing.assert_allclose(diffs, diffs[0], atol=1e-8)
+
+
+def test_raw_hessian_matches_pytensor(data3, rng):
+    """Analytic Hessian of n L equals minus PyMC's d2logp of the raw model (L2 prior)."""
+    x, y = data3
+    n, k = x.shape
+    lam = 0.1
+    prior = _prior(k, "l2", n=n, lam=lam)
+    model = dirlin_raw_model(x, y, prior)
+    W = np.eye(k) + 0.2 * rng.normal(size=(k, k))
+    b = 0.1 * rng.normal(size=k)
+    d2 = model.compile_d2logp(negate_output=False)({"W": W, "b": b})
+    prec = lam / (k * (k + 1))
+    H = dirlin_raw_hessian(x, W, b, np.full((k, k), prec), np.full(k, prec))
+    np.testing.assert_allclose(H, -d2, rtol=1e-9, atol=1e-9)
+
+
+def test_sufficient_statistics_equal_rowwise_dirichlet(rng):
+    """DirGen through (n_j, S_j) equals the row-by-row pm.Dirichlet log-density."""
+    k = 4
+    q, y, _, _ = make_dirgen(300, k, rng=3)
+    q = np.clip(q, 1e-12, None)
+    q /= q.sum(axis=1, keepdims=True)  # pm.Dirichlet gives -inf at exact zeros
+    prior = DirGenPrior(0.0, 1.5, 1.0)
+    counts, S = class_statistics(np.log(q), y, k)
+    m_ss = dirgen_model(counts, S, prior)
+    m_row = dirgen_rowwise_model(q, y, prior)
+    lp_ss, lp_row = m_ss.compile_logp(), m_row.compile_logp()
+    diffs = []
+    for _ in range(5):
+        point = {
+            "log_alpha": rng.normal(0.0, 0.7, size=(k, k)),
+            "pi_simplex__": rng.normal(size=k - 1),
+        }
+        diffs.append(lp_ss(point) - lp_row(point))
+    np.testing.assert_allclose(diffs, diffs[0], atol=1e-7)
+
+
+def test_class_statistics(rng):
+    x = rng.normal(size=(50, 3))
+    y = rng.integers(0, 3, size=50)
+    counts, S = class_statistics(x, y, 3)
+    for j in range(3):
+        assert counts[j] == np.sum(y == j)
+        np.testing.assert_allclose(S[j], x[y == j].sum(axis=0), atol=1e-12)
+
+
+def test_dirgen_mode_is_stationary_and_hessian_exact():
+    k = 3
+    q, y, _, _ = make_dirgen(500, k, rng=11)
+    counts, S = class_statistics(log_features(q), y, k)
+    prior = DirGenPrior(0.0, 1.5, 1.0)
+    u, neg_hess = dirgen_mode(counts, S, prior)
+    for j in range(k):
+        def f(v, j=j):
+            w = u.copy()
+            w[j] = v
+            return dirgen_log_posterior(w, counts, S, prior)[j]
+
+        g = approx_fprime(u[j], f, 1e-6)
+        assert np.max(np.abs(g)) < 1e-3 * counts[j]
+        def grad_i(v, i, f=f):
+            return approx_fprime(v, f, 1e-5)[i]
+
+        num_h = np.array([approx_fprime(u[j], grad_i, 1e-5, i) for i in range(k)])
+        np.testing.assert_allclose(neg_hess[j], -num_h, rtol=1e-3, atol=1e-2)
