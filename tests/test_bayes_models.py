@@ -14,11 +14,7 @@ from scipy.optimize import approx_fprime
 
 from bayescal import make_dirgen
 from bayescal.bayes.gauge import dirlin_gauge
-from bayescal.bayes.laplace import (
-    dirgen_log_posterior,
-    dirgen_mode,
-    dirlin_raw_hessian,
-)
+from bayescal.bayes.laplace import dirgen_log_posterior, dirgen_mode
 from bayescal.bayes.models import (
     class_statistics,
     dirgen_model,
@@ -26,8 +22,9 @@ from bayescal.bayes.models import (
     dirlin_model,
     dirlin_raw_model,
 )
-from bayescal.bayes.priors import DirGenPrior, DirLinPrior
+from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.maps import dirlin_from_features, log_features
+from bayescal.optimize import make_penalty, multinomial_objective
 
 
 def _prior(k: int, kind: str, n: int = 200, lam: float = 0.1, mu: float = 0.05) -> DirLinPrior:
@@ -150,19 +147,25 @@ def test_whitened_model_is_affine_reparametrisation(data3, rng):
     np.testing.assert_allclose(diffs, diffs[0], atol=1e-8)
 
 
-def test_raw_hessian_matches_pytensor(data3, rng):
-    """Analytic Hessian of n L equals minus PyMC's d2logp of the raw model (L2 prior)."""
+def test_solver_hessian_is_raw_model_posterior_hessian(data3, rng):
+    """n x the solver's Hessian equals minus PyMC's d2logp of the raw model.
+
+    This checks the prior reading of the penalty (sd^2 = 1 / (2 n prec)) used by
+    the Laplace approximation and the whitening.
+    """
     x, y = data3
     n, k = x.shape
     lam = 0.1
-    prior = _prior(k, "l2", n=n, lam=lam)
+    pen = make_penalty(k, "l2", reg_lambda=lam, center="identity")
+    prior = penalty_to_prior(pen, n)
+    np.testing.assert_allclose(prior.sd_W, _prior(k, "l2", n=n, lam=lam).sd_W, rtol=1e-12)
     model = dirlin_raw_model(x, y, prior)
     W = np.eye(k) + 0.2 * rng.normal(size=(k, k))
     b = 0.1 * rng.normal(size=k)
     d2 = model.compile_d2logp(negate_output=False)({"W": W, "b": b})
-    prec = lam / (k * (k + 1))
-    H = dirlin_raw_hessian(x, W, b, np.full((k, k), prec), np.full(k, prec))
-    np.testing.assert_allclose(H, -d2, rtol=1e-9, atol=1e-9)
+    theta = np.concatenate([W.ravel(), b])
+    _, _, H = multinomial_objective(theta, x, y, structure="full", penalty=pen, hessian=True)
+    np.testing.assert_allclose(n * H, -d2, rtol=1e-9, atol=1e-9)
 
 
 def test_sufficient_statistics_equal_rowwise_dirichlet(rng):

@@ -46,7 +46,7 @@ from bayescal._validation import (
 from bayescal.bayes._backend import import_arviz
 from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
 from bayescal.bayes.gauge import dirlin_gauge
-from bayescal.bayes.laplace import dirgen_mode, dirlin_raw_hessian
+from bayescal.bayes.laplace import dirgen_mode
 from bayescal.bayes.models import class_statistics, dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
@@ -425,18 +425,22 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         Returns ``(gauge, penalty, theta_mode, L)`` with ``L L^T`` the inverse
         Hessian of the negative log-posterior at the mode.
         """
-        from bayescal.optimize import fit_multinomial, make_penalty
+        from bayescal.optimize import fit_multinomial, make_penalty, multinomial_objective
 
         n, k = x.shape
         penalty = make_penalty(
-            k, kind=self.prior, reg_lambda=self.reg_lambda, reg_mu=self.reg_mu, center=self.center
+            k,
+            kind=self.prior,
+            reg_lambda=self.reg_lambda,
+            reg_mu=self.reg_mu if self.prior == "odir" else None,
+            center=self.center,
         )
         gauge = dirlin_gauge(penalty_to_prior(penalty, n))
         res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
         raw = gauge.project(np.concatenate([res.W.ravel(), res.b]))
-        W, b = gauge.split(raw)
-        H = dirlin_raw_hessian(x, W, b, penalty.prec_W, penalty.prec_b)
-        H_theta = gauge.T.T @ H @ gauge.T
+        # Hessian of n L (the negative log-posterior) in raw coordinates
+        _, _, H = multinomial_objective(raw, x, y, structure="full", penalty=penalty, hessian=True)
+        H_theta = n * (gauge.T.T @ H @ gauge.T)
         return gauge, penalty, gauge.from_raw(raw), _inv_chol(H_theta)
 
     def _fit_posterior(self, x: Array, y: Array) -> None:

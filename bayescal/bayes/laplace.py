@@ -3,15 +3,11 @@ r"""Gaussian (Laplace) approximations at the posterior mode.
 DirLin
 ------
 The negative log-posterior is :math:`n L(W, b)` (mean log-loss plus the
-quadratic penalty, see :mod:`bayescal.optimize`). Its exact Hessian in raw
-coordinates ``concat(W.ravel(), b)`` is, with :math:`p_i = \mathrm{softmax}(W x_i + b)`
-and :math:`\tilde x_i = (x_i, 1)`,
-
-.. math:: H = \sum_i (\mathrm{diag}(p_i) - p_i p_i^\top) \otimes \tilde x_i \tilde x_i^\top
-          + 2 n\,\mathrm{diag}(\mathrm{prec}),
-
-and in the identified coordinates :math:`\theta` of
-:mod:`bayescal.bayes.gauge` it is :math:`T^\top H T` (positive definite).
+quadratic penalty); its mode and exact Hessian ``H`` in raw coordinates come
+from the shared solver :mod:`bayescal.optimize`. In the identified
+coordinates :math:`\theta` of :mod:`bayescal.bayes.gauge` the Hessian is
+:math:`n\,T^\top H T` (positive definite); see
+:meth:`bayescal.bayes.BayesianDirichletCalibrator.laplace_approximation`.
 
 DirGen
 ------
@@ -33,51 +29,9 @@ from bayescal.bayes.priors import DirGenPrior
 __all__ = [
     "dirgen_log_posterior",
     "dirgen_mode",
-    "dirlin_raw_hessian",
 ]
 
 Array = NDArray[np.float64]
-
-
-def dirlin_raw_hessian(
-    x: ArrayLike, W: ArrayLike, b: ArrayLike, prec_W: ArrayLike, prec_b: ArrayLike
-) -> Array:
-    """Exact Hessian of ``n L`` in raw coordinates ``concat(W.ravel(), b)``.
-
-    Parameters
-    ----------
-    x : array-like of shape (n, k)
-        Features.
-    W, b : DirLin parameters (k, k), (k,)
-    prec_W, prec_b : penalty precisions (k, k), (k,) of the mean-loss objective.
-
-    Returns
-    -------
-    H : ndarray of shape (k^2 + k, k^2 + k)
-    """
-    x = np.asarray(x, dtype=np.float64)
-    n, k = x.shape
-    W = np.asarray(W, dtype=np.float64)
-    logits = x @ W.T + np.asarray(b, dtype=np.float64)
-    p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    xt = np.hstack([x, np.ones((n, 1))])  # (n, k + 1)
-    m = k + 1
-    H = np.zeros((k, m, k, m))
-    # diag(p) part: block j,j = sum_i p_ij xt_i xt_i^T
-    for j in range(k):
-        H[j, :, j, :] = (xt * p[:, j : j + 1]).T @ xt
-    # - p p^T part: G[i, (j, a)] = p_ij xt_ia
-    G = (p[:, :, None] * xt[:, None, :]).reshape(n, k * m)
-    H = H.reshape(k * m, k * m) - G.T @ G
-    # reorder (j, a) with a = k meaning b_j into concat(W.ravel(), b)
-    order = np.concatenate(
-        [np.array([j * m + a for j in range(k) for a in range(k)]), np.arange(k) * m + k]
-    )
-    H = H[np.ix_(order, order)]
-    prec = np.concatenate([np.asarray(prec_W, dtype=np.float64).ravel(), np.asarray(prec_b)])
-    H[np.diag_indices_from(H)] += 2.0 * n * prec
-    return H
 
 
 def dirgen_log_posterior(

@@ -84,21 +84,17 @@ def penalty_to_prior(penalty: Any, n_samples: int) -> DirLinPrior:
 
     Parameters
     ----------
-    penalty : QuadraticPenalty
-        With ``prec_W``, ``center_W`` (k, k) and ``prec_b``, ``center_b`` (k,).
+    penalty : bayescal.optimize.QuadraticPenalty
+        From :func:`bayescal.optimize.make_penalty` (its ``prior_sd`` gives
+        the sds).
     n_samples : int
         Number of calibration samples ``n``.
     """
-    def sd(prec: NDArray[np.float64]) -> NDArray[np.float64]:
-        prec = np.asarray(prec, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            safe = np.maximum(prec, 1e-300)
-            return np.where(prec > 0, 1.0 / np.sqrt(2.0 * n_samples * safe), np.inf)
-
+    sd_W, sd_b = penalty.prior_sd(n_samples)
     return DirLinPrior(
-        sd_W=sd(penalty.prec_W),
+        sd_W=sd_W,
         center_W=np.asarray(penalty.center_W, dtype=np.float64).copy(),
-        sd_b=sd(penalty.prec_b),
+        sd_b=sd_b,
         center_b=np.asarray(penalty.center_b, dtype=np.float64).copy(),
     )
 

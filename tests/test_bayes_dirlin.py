@@ -1,0 +1,220 @@
+"""BayesianDirichletCalibrator: mode = regularised fit, Laplace vs NUTS, predictions.
+
+Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 500 draws), k=3,
+n=1000) shared by the module; everything else uses the Laplace sampler or
+compiled log-densities.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from bayescal.optimize import make_penalty
+from scipy.optimize import minimize
+
+from bayescal import BayesianDirichletCalibrator, make_dirgen
+from bayescal.bayes import SamplingWarning
+from bayescal.bayes.gauge import dirlin_gauge
+from bayescal.bayes.models import dirlin_model
+from bayescal.bayes.priors import penalty_to_prior
+from bayescal.calibrators import DirichletCalibrator
+from bayescal.maps import dirlin_map, log_features
+
+K = 3
+LAM, MU = 0.5, 0.2
+
+
+@pytest.fixture(scope="module")
+def data():
+    q, y, _, _ = make_dirgen(1000, K, rng=99)
+    return q, y
+
+
+@pytest.fixture(scope="module")
+def nuts_fit(data):
+    q, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SamplingWarning)  # must converge
+        return BayesianDirichletCalibrator(
+            reg_lambda=LAM, reg_mu=MU, draws=500, tune=300, chains=2, random_seed=5
+        ).fit(q, y)
+
+
+@pytest.fixture(scope="module")
+def laplace_fit(data):
+    q, y = data
+    return BayesianDirichletCalibrator(
+        reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=2000, chains=2, random_seed=5
+    ).fit(q, y)
+
+
+@pytest.mark.parametrize(
+    ("prior", "center", "reg_mu"), [("odir", "identity", MU), ("l2", "identity", None),
+                                    ("l2", "zero", None)]
+)
+def test_pymc_model_mode_equals_dirichlet_calibrator(prior, center, reg_mu, data):
+    """Maximising the PyMC model's own log-density gives DirichletCalibrator's map."""
+    q, y = data
+    x = log_features(q)
+    n = x.shape[0]
+    pen = make_penalty(K, prior, reg_lambda=LAM, reg_mu=reg_mu, center=center)
+    gauge = dirlin_gauge(penalty_to_prior(pen, n))
+    model = dirlin_model(x, y, gauge)
+    names = [v.name for v in model.value_vars]  # theta (, theta_flat)
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+
+    def point(v):
+        return dict(zip(names, np.split(v, [gauge.n_gauss])[: len(names)], strict=True))
+
+    res = minimize(lambda v: -logp(point(v)), np.zeros(gauge.dim),
+                   jac=lambda v: -dlogp(point(v)), method="BFGS",
+                   options={"gtol": 1e-9, "maxiter": 2000})
+    theta = res.x
+    W, b = gauge.split(gauge.to_raw(theta))
+    ref = DirichletCalibrator(
+        reg=prior, reg_lambda=LAM, reg_mu=reg_mu, center=center, tol=1e-10
+    ).fit(q, y)
+    qt = make_dirgen(500, K, rng=1)[0]
+    assert np.max(np.abs(dirlin_map(qt, W, b) - ref.predict_proba(qt))) <= 1e-5
+    est = BayesianDirichletCalibrator(
+        prior=prior, reg_lambda=LAM, reg_mu=MU, center=center, sampler="laplace", draws=10,
+        chains=1,
+    ).fit(q, y)
+    assert np.max(np.abs(est.predict_proba(qt, kind="map") - ref.predict_proba(qt))) <= 1e-5
+
+
+def test_nuts_diagnostics_and_summary(nuts_fit):
+    d = nuts_fit.diagnostics_
+    assert d["r_hat_max"] <= 1.01 and d["divergences"] == 0 and d["ess_bulk_min"] >= 400
+    summ = nuts_fit.summary()
+    assert {"r_hat", "ess_bulk", "mean", "sd"} <= set(summ.columns)
+    assert len(summ) == K * K + K
+    assert set(nuts_fit.idata_.posterior.data_vars) >= {"W", "b", "A", "c"}
+    assert nuts_fit.idata_.posterior["W"].dims[2:] == ("class_out", "class_in")
+
+
+def test_laplace_sd_close_to_nuts(nuts_fit, laplace_fit):
+    """Laplace posterior sd of every W, b entry within 20% of NUTS (k=3, n=1000)."""
+    def sd(est):
+        return np.concatenate(
+            [est.posterior_draws("W").reshape(est.n_draws_, -1), est.posterior_draws("b")], axis=1
+        ).std(axis=0)
+
+    ratio = sd(laplace_fit) / sd(nuts_fit)
+    np.testing.assert_array_less(np.abs(ratio - 1.0), 0.2)
+
+
+def test_nuts_mode_and_laplace_mode_agree(nuts_fit, laplace_fit, data):
+    q = data[0][:100]
+    np.testing.assert_allclose(
+        nuts_fit.predict_proba(q, kind="map"), laplace_fit.predict_proba(q, kind="map"),
+        atol=1e-12,
+    )
+    # posterior means agree within Monte Carlo error
+    np.testing.assert_allclose(nuts_fit.predict_proba(q), laplace_fit.predict_proba(q),
+                               atol=1e-2)
+
+
+def test_posterior_average_sums_to_one_and_approaches_map():
+    """E[softmax(Wx+b)] is a probability vector and tends to the MAP map as n grows."""
+    qt = make_dirgen(400, K, rng=123)[0]
+    gaps = []
+    for n in (30, 300, 3000):
+        q, y, _, _ = make_dirgen(n, K, rng=n)
+        est = BayesianDirichletCalibrator(
+            reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=1000, chains=2, random_seed=0
+        ).fit(q, y)
+        p = est.predict_proba(qt)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+        gaps.append(np.mean(np.abs(p - est.predict_proba(qt, kind="map"))))
+    assert gaps[0] > gaps[1] > gaps[2]
+    assert gaps[2] < 0.01, gaps
+
+
+def test_predict_draws_and_intervals(nuts_fit, data):
+    q = data[0][:40]
+    draws = nuts_fit.predict_proba_draws(q)
+    assert draws.shape == (nuts_fit.n_draws_, 40, K)
+    np.testing.assert_allclose(draws.mean(axis=0), nuts_fit.predict_proba(q), atol=1e-12)
+    W, b = nuts_fit.posterior_draws("W"), nuts_fit.posterior_draws("b")
+    np.testing.assert_allclose(draws[17], dirlin_map(q, W[17], b[17]), atol=1e-12)
+    lo, hi = nuts_fit.credible_interval(q)
+    inside = ((draws >= lo) & (draws <= hi)).mean(axis=0)
+    assert np.all(inside >= 0.94 - 1e-9)
+    A, c = nuts_fit.posterior_draws("A"), nuts_fit.posterior_draws("c")
+    assert (A >= 0).all() and np.allclose(A.min(axis=1), 0.0)
+    np.testing.assert_allclose(c.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_to_canonical_uses_mode(nuts_fit, data):
+    A, c = nuts_fit.to_canonical()
+    assert A.shape == (K, K) and np.isclose(c.sum(), 1.0)
+
+
+def test_save_load_round_trip(nuts_fit, data, tmp_path):
+    q = data[0][:100]
+    loaded = BayesianDirichletCalibrator.load(nuts_fit.save(tmp_path / "lin.nc"))
+    assert loaded.get_params() == nuts_fit.get_params()
+    np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
+    np.testing.assert_allclose(
+        loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
+    )
+    lo0, hi0 = nuts_fit.credible_interval(q)
+    lo1, hi1 = loaded.credible_interval(q)
+    np.testing.assert_allclose(lo1, lo0, atol=1e-12)
+    np.testing.assert_allclose(hi1, hi0, atol=1e-12)
+
+
+def test_relabelling_permutes_predictions(data):
+    q, y = data
+    perm = np.array([1, 2, 0])
+    inv = np.argsort(perm)
+    kw = {"reg_lambda": LAM, "reg_mu": MU, "sampler": "laplace", "draws": 2000, "chains": 2,
+          "random_seed": 1}
+    a = BayesianDirichletCalibrator(**kw).fit(q, y)
+    b = BayesianDirichletCalibrator(**kw).fit(q[:, perm], inv[y])
+    qt = q[:300]
+    np.testing.assert_allclose(
+        b.predict_proba(qt[:, perm], kind="map"), a.predict_proba(qt, kind="map")[:, perm],
+        atol=1e-7,
+    )
+    np.testing.assert_allclose(
+        b.predict_proba(qt[:, perm]), a.predict_proba(qt)[:, perm], atol=5e-3
+    )
+
+
+def test_short_run_warns(data):
+    q, y = data
+    with pytest.warns(SamplingWarning, match="increase"):
+        BayesianDirichletCalibrator(
+            reg_lambda=LAM, reg_mu=MU, draws=20, tune=20, chains=2, random_seed=0
+        ).fit(q, y)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"prior": "lasso"}, "prior"),
+        ({"center": "ones"}, "center"),
+        ({"reg_lambda": 0.0}, "reg_lambda"),
+        ({"reg_mu": -1.0}, "reg_mu"),
+        ({"sampler": "hmc"}, "sampler"),
+        ({"chains": 0}, "chains"),
+        ({"input": "logprobs"}, "input"),
+    ],
+)
+def test_bad_parameters(params, match, data):
+    q, y = data
+    with pytest.raises(ValueError, match=match):
+        BayesianDirichletCalibrator(**params).fit(q[:20], y[:20])
+
+
+def test_not_fitted_and_wrong_width(laplace_fit, data):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        BayesianDirichletCalibrator().predict_proba(data[0])
+    with pytest.raises(ValueError, match="columns"):
+        laplace_fit.predict_proba(np.full((2, 4), 0.25))
