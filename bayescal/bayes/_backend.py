@@ -98,8 +98,7 @@ def configure_pytensor() -> None:
     """Give PyTensor a BLAS (see module docstring) unless the user chose one.
 
     Before PyTensor is imported the flags go into ``PYTENSOR_FLAGS``; after,
-    they are set on ``pytensor.config`` (only if it found no BLAS itself).
-    Idempotent.
+    they are set on ``pytensor.config``. Idempotent.
     """
     if _user_set_blas():
         return
@@ -114,10 +113,10 @@ def configure_pytensor() -> None:
     import pytensor
 
     cfg: Any = pytensor.config
-    if not cfg.blas__ldflags:
-        cfg.blas__ldflags = flags["blas__ldflags"]
-        if flags["gcc__cxxflags"] not in cfg.gcc__cxxflags:
-            cfg.gcc__cxxflags = f"{cfg.gcc__cxxflags} {flags['gcc__cxxflags']}".strip()
+    # (Reading cfg.blas__ldflags first would run PyTensor's slow BLAS search.)
+    cfg.blas__ldflags = flags["blas__ldflags"]
+    if flags["gcc__cxxflags"] not in cfg.gcc__cxxflags:
+        cfg.gcc__cxxflags = f"{cfg.gcc__cxxflags} {flags['gcc__cxxflags']}".strip()
 
 
 def import_pymc() -> ModuleType:
