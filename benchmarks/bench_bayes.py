@@ -96,14 +96,14 @@ def _estimator_rows(est_cls, q, y, samplers, **kw):
     return rows, fits
 
 
-def bench_dirlin(k, n, chains, draws, tune, baseline, samplers, seed=1):
+def bench_dirlin(k, n, chains, draws, tune, baseline, samplers, seed=1, baseline_chains=None):
     import pymc as pm
+    from bayescal.optimize import make_penalty
 
     from bayescal.bayes import BayesianDirichletCalibrator
     from bayescal.bayes.gauge import dirlin_gauge
     from bayescal.bayes.models import dirlin_model, dirlin_raw_model
     from bayescal.bayes.priors import penalty_to_prior
-    from bayescal.optimize import make_penalty
 
     q, y, _, _ = make_dirgen(n, k, rng=seed)
     x = log_features(q)
@@ -116,15 +116,16 @@ def bench_dirlin(k, n, chains, draws, tune, baseline, samplers, seed=1):
     else:
         model = dirlin_model(x, y, gauge, lean=False)
         label = "zero-sum model, PyMC default NUTS (diagonal mass)"
+    bc = baseline_chains or chains
     t = time.perf_counter()
     with model:
-        idata = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                          progressbar=False, compute_convergence_checks=False)
+        idata = pm.sample(draws=draws, tune=tune, chains=bc, cores=min(bc, CORES),
+                          random_seed=seed, progressbar=False, compute_convergence_checks=False)
     dt = time.perf_counter() - t
     W, b = idata.posterior["W"].values, idata.posterior["b"].values
     raw = gauge.project(np.concatenate([W.reshape(*W.shape[:2], -1), b], axis=-1))
     Wg, bg = gauge.split(raw)
-    base = _row(label, dt, _ess_min([Wg, bg]), idata)
+    base = _row(label, dt, _ess_min([Wg, bg]), idata, chains=bc)
     rows, fits = _estimator_rows(
         BayesianDirichletCalibrator, q, y, samplers, reg_lambda=1e-3, reg_mu=1e-3,
         draws=draws, tune=tune, chains=chains, random_seed=seed,
@@ -149,6 +150,9 @@ def bench_dirlin(k, n, chains, draws, tune, baseline, samplers, seed=1):
             "rows": [base, *rows], "laplace_vs_nuts_sd": sd_cmp}
 
 
+CORES = os.cpu_count() or 1
+
+
 def bench_dirgen(k, n, chains, draws, tune, seed=2):
     import pymc as pm
 
@@ -169,8 +173,9 @@ def bench_dirgen(k, n, chains, draws, tune, seed=2):
         t = time.perf_counter()
         model = build()
         with model:
-            idata = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                              progressbar=False, compute_convergence_checks=False)
+            idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=min(chains, CORES),
+                              random_seed=seed, progressbar=False,
+                              compute_convergence_checks=False)
         dt = time.perf_counter() - t
         rows.append(_row(label, dt, _ess_min([idata.posterior["alpha"].values]), idata))
     est_rows, _ = _estimator_rows(BayesianGenerativeCalibrator, q, y, ["pymc"],
@@ -265,7 +270,10 @@ def main(argv=None):
     only = set(args.only.split(","))
     quick = args.quick
     res = {}
-    samplers = ["pymc", "nutpie", "numpyro", "laplace"]
+    # numpyro first: it needs XLA's host device count set before JAX starts
+    # (nutpie's JAX backend would start JAX with one device).
+    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={CORES}")
+    samplers = ["numpyro", "pymc", "nutpie", "laplace"]
 
     def step(name, fn):
         if name in only:
@@ -278,8 +286,8 @@ def main(argv=None):
     d, t = (100, 100) if quick else (500, 500)
     step("dirlin_k3", lambda: bench_dirlin(3, 1000, 2, d, t, "raw", samplers))
     d, t = (100, 100) if quick else (1000, 1000)
-    step("dirlin_k10", lambda: bench_dirlin(10, 5000, 4 if not quick else 2, d, t, "zerosum",
-                                            samplers))
+    step("dirlin_k10", lambda: bench_dirlin(10, 5000, 2 if quick else 4, d, t, "zerosum",
+                                            samplers, baseline_chains=2))
     d, t = (100, 100) if quick else (500, 500)
     step("dirgen", lambda: bench_dirgen(10, 5000, 2, d, t))
     step("scaling", lambda: bench_dirgen_scaling(10, [1000, 10_000 if quick else 1_000_000],
