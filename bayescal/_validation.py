@@ -10,12 +10,14 @@ and the only clipping anywhere in bayescal is the documented ``eps`` floor of
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "EPS",
@@ -94,10 +96,17 @@ def check_eps(eps: Any) -> float:
 
 
 def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
+    if hasattr(scores, "tocsr") or hasattr(scores, "todense"):  # scipy.sparse
+        raise ValueError(
+            f"{name} must be a dense array: sparse input is not supported "
+            f"(got {type(scores).__name__}); call .toarray() first"
+        )
     try:
         arr = np.asarray(scores)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real: Complex data not supported (dtype {arr.dtype})")
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating)
         or np.issubdtype(arr.dtype, np.integer)
@@ -105,15 +114,20 @@ def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
     ):
         raise ValueError(f"{name} must be numeric; got dtype {arr.dtype}")
     if arr.ndim != 2:
+        hint = " Reshape your data: one row per sample, one column per class." * (arr.ndim == 1)
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes); got ndim={arr.ndim} "
-            f"with shape {arr.shape}"
+            f"with shape {arr.shape}.{hint}"
         )
     if arr.shape[0] < 1:
-        raise ValueError(f"{name} must have at least one row; got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have at least one row; got shape {arr.shape}: 0 sample(s) "
+            f"(shape={arr.shape}) while a minimum of 1 is required."
+        )
     if arr.shape[1] < 2:
         raise ValueError(
-            f"{name} must have at least 2 classes (columns); got shape {arr.shape}"
+            f"{name} must have at least 2 classes (columns); got shape {arr.shape}: "
+            f"{arr.shape[1]} feature(s) (shape={arr.shape}) while a minimum of 2 is required."
         )
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
@@ -209,8 +223,18 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     -------
     y : ndarray of shape (n_samples,), intp
     """
+    if y is None:
+        raise ValueError(
+            "y is missing: this estimator requires y to be passed, but the target y is None"
+        )
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is read as "
+            "shape (n_samples,)",
+            DataConversionWarning,
+            stacklevel=3,
+        )
         arr = arr.ravel()
     if arr.ndim != 1:
         raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
@@ -228,7 +252,8 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     integral = np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
     if integral is not None and not integral.all():
         raise ValueError(
-            f"y must hold integer class codes; got non-integer values {_show(arr[~integral])}"
+            "y must hold integer class codes; got continuous (non-integer) values "
+            f"{_show(arr[~integral])}"
         )
     out = arr.astype(np.intp)
     outside = (out < 0) | (out >= n_classes)
