@@ -5,7 +5,9 @@
 """
 
 from bayescal._validation import EPS
+from bayescal.calibrators import GenerativeDirichletCalibrator
 from bayescal.datasets import make_dirgen
+from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
     canonical_map,
     canonical_to_dirlin,
@@ -29,7 +31,9 @@ from bayescal.metrics import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DirichletPrior",
     "EPS",
+    "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
     "brier_score",
@@ -38,10 +42,12 @@ __all__ = [
     "classwise_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
+    "dirichlet_logpdf",
     "dirlin_map",
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
+    "fit_dirichlet",
     "log_features",
     "log_loss",
     "make_dirgen",
