@@ -194,7 +194,7 @@ def inverse_digamma(y: ArrayLike, *, n_newton: int = 5) -> Array:
     0.3
     """
     y = np.asarray(y, dtype=np.float64)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore"):  # both branches are evaluated
         x = np.where(y >= -2.22, np.exp(y) + 0.5, -1.0 / (y - digamma(1.0)))
     for _ in range(n_newton):
         x = x - (digamma(x) - y) / polygamma(1, x)
