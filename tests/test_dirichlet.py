@@ -212,7 +212,6 @@ def test_prior_map_maximises_the_log_posterior(rng):
 
 
 def test_prior_regularises_every_degenerate_class():
-    k = 3
     x = log_features(np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]))
     stats = SufficientStatistics.from_features(x, np.array([0, 0, 1]))  # class 2 empty
     with pytest.raises(ValueError, match=r"class 2 has no samples"):
