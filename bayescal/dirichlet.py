@@ -89,7 +89,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import digamma, gammaln, polygamma
+from scipy.special import digamma, gammaln
 
 from bayescal._validation import (
     EPS,
@@ -180,6 +180,31 @@ def dirichlet_loglik_grad(alpha: ArrayLike, mean_log: ArrayLike) -> Array:
     return digamma(a.sum()) - digamma(a) + np.asarray(mean_log, dtype=np.float64)
 
 
+def _trigamma(x: ArrayLike) -> Array:
+    r"""Trigamma :math:`\psi'(x)` for ``x > 0``, vectorised (about 50x faster than
+    ``scipy.special.polygamma(1, x)``, which goes through the Hurwitz zeta).
+
+    Recurrence :math:`\psi'(x) = \psi'(x+1) + 1/x^2` up to ``x >= 10``, then the
+    asymptotic series :math:`1/x + 1/(2x^2) + \sum_k B_{2k} / x^{2k+1}` through
+    :math:`B_{12}` (truncation error below :math:`1.2/x^{15}`, relative 1e-14).
+    """
+    x = np.array(x, dtype=np.float64, copy=True)
+    acc = np.zeros_like(x)
+    for _ in range(10):
+        low = x < 10.0
+        if not low.any():
+            break
+        acc += low / (x * x)  # masks as 0/1 factors: no fancy indexing
+        x += low
+    r = 1.0 / x
+    r2 = r * r
+    b = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730)  # B_2 .. B_12
+    series = b[5]
+    for coef in b[4::-1]:
+        series = coef + r2 * series
+    return acc + r + 0.5 * r2 + r * r2 * series
+
+
 def inverse_digamma(y: ArrayLike, *, n_newton: int = 5) -> Array:
     r"""Solve :math:`\psi(x) = y` for ``x > 0`` (elementwise).
 
@@ -197,7 +222,7 @@ def inverse_digamma(y: ArrayLike, *, n_newton: int = 5) -> Array:
     with np.errstate(over="ignore", divide="ignore"):  # both branches are evaluated
         x = np.where(y >= -2.22, np.exp(y) + 0.5, -1.0 / (y - digamma(1.0)))
     for _ in range(n_newton):
-        x = x - (digamma(x) - y) / polygamma(1, x)
+        x = x - (digamma(x) - y) / _trigamma(x)
     return x
 
 
@@ -339,30 +364,119 @@ class DirichletFit:
     message: str
 
 
-def _loglik_scale(alpha: Array, s: Array) -> float:
-    """Magnitude of the terms summed in :func:`dirichlet_loglik` (its rounding scale)."""
-    return float(
-        abs(gammaln(alpha.sum())) + np.abs(gammaln(alpha)).sum() + np.abs((alpha - 1.0) * s).sum()
-    ) + 1.0
+def _rows_loglik(alpha: Array, s: Array) -> tuple[Array, Array]:
+    """Row-wise :func:`dirichlet_loglik` and the magnitude of its terms (rounding scale)."""
+    lg0 = gammaln(alpha.sum(axis=1))
+    lg = gammaln(alpha)
+    lin = (alpha - 1.0) * s
+    f = lg0 - lg.sum(axis=1) + lin.sum(axis=1)
+    scale = np.abs(lg0) + np.abs(lg).sum(axis=1) + np.abs(lin).sum(axis=1) + 1.0
+    return f, scale
 
 
 def _initial_alpha(s: Array) -> Array:
-    """Minka's Stirling start (mean softmax(s), precision (k-1)/(2 gap)) + one fixed point."""
-    k = s.shape[0]
-    lse = float(np.logaddexp.reduce(s))
-    gap = -lse
-    m = np.exp(s - lse)
+    """Minka's Stirling start (precision (k-1)/(2 gap)) refined by one fixed-point step."""
+    k = s.shape[1]
+    gap = -np.logaddexp.reduce(s, axis=1)
     a0 = (k - 1) / (2.0 * gap)
-    return inverse_digamma(digamma(a0) + s) if np.isfinite(a0) else m
+    return inverse_digamma(digamma(a0)[:, None] + s)
 
 
 def _newton_direction(alpha: Array, g: Array) -> Array:
-    """``-H^{-1} g`` for ``H = psi'(a0) 11^T - diag(psi'(alpha))`` by Sherman-Morrison."""
-    tri = polygamma(1, alpha)
-    z = float(polygamma(1, alpha.sum()))
-    inv = 1.0 / tri
-    beta = z * float(g @ inv) / (1.0 - z * float(inv.sum()))
-    return (g + beta) * inv
+    """Rows of ``-H^{-1} g``, ``H = psi'(a0) 11^T - diag(psi'(alpha))`` (Sherman-Morrison)."""
+    inv = 1.0 / _trigamma(alpha)
+    z = _trigamma(alpha.sum(axis=1))
+    beta = z * np.einsum("ij,ij->i", g, inv) / (1.0 - z * inv.sum(axis=1))
+    return (g + beta[:, None]) * inv
+
+
+def _newton(
+    s: Array, alpha: Array, *, max_iter: int, tol: float
+) -> tuple[Array, Array, Array, NDArray[np.intp], list[str]]:
+    r"""Newton ascent of every row's :math:`\ell` at once (rows are independent problems).
+
+    Returns ``alpha``, ``loglik``, ``grad_norm``, ``n_iter`` (per row) and messages.
+    Each iteration is a handful of vectorised operations on the ``(m, k)`` arrays.
+    """
+    m = s.shape[0]
+    f, scale = _rows_loglik(alpha, s)
+    g = digamma(alpha.sum(axis=1))[:, None] - digamma(alpha) + s
+    n_iter = np.zeros(m, dtype=np.intp)
+    messages = [""] * m
+    active = np.ones(m, dtype=bool)
+    polished = np.zeros(m, dtype=bool)
+    while True:
+        gnorm = np.max(np.abs(g), axis=1)
+        small = active & (gnorm <= tol)
+        # One more Newton step once the gradient is below tol: at large
+        # concentrations the likelihood is so flat that a gradient of 1e-10
+        # still leaves alpha off by ~1e-5 relative, and one quadratically
+        # convergent step removes that for the price of one iteration.
+        done = small & (polished | (n_iter >= max_iter))
+        polished |= small
+        for i in np.flatnonzero(done):
+            messages[i] = "gradient below tol"
+        capped = active & ~done & (n_iter >= max_iter)
+        for i in np.flatnonzero(capped):
+            messages[i] = f"reached max_iter={max_iter}"
+        active &= ~(done | capped)
+        rows = np.flatnonzero(active)
+        if rows.size == 0:
+            break
+        n_iter[rows] += 1
+        a, sr, fr, gr = alpha[rows], s[rows], f[rows], g[rows]
+        d = _newton_direction(a, gr)
+        slope = np.einsum("ij,ij->i", gr, d)  # > 0: H is negative definite
+        # Armijo with a rounding allowance: l is a difference of terms as large
+        # as lnGamma(alpha_0), so near the optimum its computed increase is
+        # below their float resolution; such steps are still taken.
+        slack = 16.0 * np.finfo(np.float64).eps * scale[rows]
+        t = np.ones(rows.size)
+        new_a, new_f = a.copy(), fr.copy()
+        pending = np.ones(rows.size, dtype=bool)
+        for _ in range(40):
+            cand = a + t[:, None] * d
+            positive = pending & np.all(cand > 0, axis=1)
+            cand = np.where(positive[:, None], cand, a)
+            f_cand, _ = _rows_loglik(cand, sr)
+            ok = positive & (f_cand >= fr + 1e-4 * t * slope - slack)
+            new_a[ok], new_f[ok] = cand[ok], f_cand[ok]
+            pending &= ~ok
+            if not pending.any():
+                break
+            t = np.where(pending, 0.5 * t, t)
+        if pending.any():
+            # Minka's fixed point: always an ascent, always positive.
+            fp = inverse_digamma(digamma(a[pending].sum(axis=1))[:, None] + sr[pending])
+            f_fp, _ = _rows_loglik(fp, sr[pending])
+            better = f_fp > fr[pending]
+            idx = np.flatnonzero(pending)
+            new_a[idx[better]], new_f[idx[better]] = fp[better], f_fp[better]
+            for i in rows[idx[~better]]:
+                messages[i] = "no further increase possible at float64 resolution"
+            active[rows[idx[~better]]] = False
+        alpha[rows], f[rows] = new_a, new_f
+        _, scale[rows] = _rows_loglik(new_a, sr)
+        g[rows] = digamma(new_a.sum(axis=1))[:, None] - digamma(new_a) + sr
+    return alpha, f, np.max(np.abs(g), axis=1), n_iter, messages
+
+
+def _fit_rows(
+    s: Array, *, max_iter: int, tol: float, init: Array | None = None
+) -> list[DirichletFit]:
+    alpha = _initial_alpha(s) if init is None else init.copy()
+    alpha, f, gnorm, n_iter, messages = _newton(s, alpha, max_iter=max_iter, tol=tol)
+    return [
+        DirichletFit(
+            alpha=alpha[i],
+            loglik=float(f[i]),
+            grad_norm=float(gnorm[i]),
+            n_iter=int(n_iter[i]),
+            converged=bool(gnorm[i] <= tol),
+            message=messages[i],
+        )
+        for i in range(s.shape[0])
+    ]
 
 
 def fit_dirichlet(
@@ -381,6 +495,7 @@ def fit_dirichlet(
     Maximises :math:`\ell(\alpha)` (module docstring) by Newton's method on the
     diagonal-plus-rank-one Hessian, :math:`O(k)` per iteration, with step
     halving that keeps :math:`\alpha > 0` and a fixed-point fallback.
+    (:func:`fit_dirgen` runs the same iteration on all classes at once.)
 
     Parameters
     ----------
@@ -428,55 +543,10 @@ def fit_dirichlet(
     count, s = check_dirichlet_statistics(
         count, mean_log, log_floor=log_floor, name=name, min_count=min_count
     )
-    alpha = (
-        _initial_alpha(s)
-        if init is None
-        else check_concentration(init, n_classes=s.shape[0], name="init")
-    )
-    f = dirichlet_loglik(alpha, s)
-    g = dirichlet_loglik_grad(alpha, s)
-    n_iter = 0
-    while True:
-        if np.max(np.abs(g)) <= tol:
-            message = "gradient below tol"
-            break
-        if n_iter >= max_iter:
-            message = f"reached max_iter={max_iter}"
-            break
-        n_iter += 1
-        d = _newton_direction(alpha, g)
-        slope = float(g @ d)  # > 0: ascent direction (H negative definite)
-        # Armijo with a rounding allowance: l(alpha) is a difference of terms
-        # as large as lnGamma(alpha_0), so near the optimum its computed
-        # increase is below their float resolution; such steps are taken.
-        slack = 16.0 * np.finfo(np.float64).eps * _loglik_scale(alpha, s)
-        t = 1.0
-        accepted = False
-        for _ in range(40):
-            cand = alpha + t * d
-            if np.all(cand > 0):
-                f_new = dirichlet_loglik(cand, s)
-                if f_new >= f + 1e-4 * t * slope - slack:
-                    accepted = True
-                    break
-            t *= 0.5
-        if not accepted:  # Minka's fixed point: always an ascent, always positive
-            cand = inverse_digamma(digamma(alpha.sum()) + s)
-            f_new = dirichlet_loglik(cand, s)
-            if not f_new > f:
-                message = "no further increase possible at float64 resolution"
-                break
-        alpha, f = cand, f_new
-        g = dirichlet_loglik_grad(alpha, s)
-    grad_norm = float(np.max(np.abs(g)))
-    return DirichletFit(
-        alpha=alpha,
-        loglik=f,
-        grad_norm=grad_norm,
-        n_iter=n_iter,
-        converged=grad_norm <= tol,
-        message=message,
-    )
+    start = None
+    if init is not None:
+        start = check_concentration(init, n_classes=s.shape[0], name="init")[None, :]
+    return _fit_rows(s[None, :], max_iter=max_iter, tol=tol, init=start)[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -591,19 +661,23 @@ def fit_dirgen(
                 f"{empty.tolist()}); with k={k} score columns every class needs data, or "
                 "pass prior= (e.g. prior=1.0) to regularise the fit"
             )
-    mean_log = stats.mean_log
-    fits = [
-        fit_dirichlet(
-            stats.counts[j],
-            mean_log[j],
-            max_iter=max_iter,
-            tol=tol,
-            log_floor=log_floor,
-            name=f"class {j}",
-            min_count=2.0 if prior is None else float(np.finfo(np.float64).tiny),
-        )
-        for j in range(k)
-    ]
+    max_iter = check_positive_int(max_iter, "max_iter")
+    tol = check_nonnegative_float(tol, "tol", strict=True)
+    min_count = 2.0 if prior is None else float(np.finfo(np.float64).tiny)
+    pooled_mean = stats.mean_log
+    mean_log = np.stack(
+        [
+            check_dirichlet_statistics(
+                stats.counts[j],
+                pooled_mean[j],
+                log_floor=log_floor,
+                name=f"class {j}",
+                min_count=min_count,
+            )[1]
+            for j in range(k)
+        ]
+    )
+    fits = _fit_rows(mean_log, max_iter=max_iter, tol=tol)
     alpha = np.stack([fit.alpha for fit in fits])
     pi = stats.counts / stats.counts.sum()
     return alpha, pi, fits

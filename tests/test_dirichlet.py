@@ -235,3 +235,12 @@ def test_prior_regularises_every_degenerate_class():
 def test_bad_priors(prior, match):
     with pytest.raises(ValueError, match=match):
         fit_dirgen(SufficientStatistics.zeros(3), prior=prior)
+
+
+def test_trigamma_matches_scipy():
+    from scipy.special import polygamma
+
+    from bayescal.dirichlet import _trigamma
+
+    x = np.concatenate([10.0 ** np.linspace(-8, 8, 2001), np.linspace(0.01, 20, 2001)])
+    np.testing.assert_allclose(_trigamma(x), polygamma(1, x), rtol=1e-13)
