@@ -159,6 +159,26 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     See Also
     --------
     bayescal.maps.dirgen_map, bayescal.dirichlet.fit_dirichlet
+    bayescal.compare : generative against discriminative fits.
+
+    Notes
+    -----
+    The fit is exact for the floored features, so the floor is part of the
+    model: a probability below ``eps`` counts as ``eps``. For classifiers whose
+    class-conditional concentrations are tiny (below about 0.1, when a
+    sizeable share of the probabilities underflow the default floor
+    2.2e-16) this biases ``alpha_`` upward; ``eps=np.finfo(float).tiny`` keeps
+    such probabilities exact.
+
+    The generative fit is efficient when the scores of each class really are
+    Dirichlet, and biased when they are not (real network outputs usually are
+    not: see ``docs/generative_vs_discriminative.md``), whereas the
+    discriminative :class:`~bayescal.DirichletCalibrator` fits the best map of
+    the same family whatever the class-conditionals are.
+
+    A class with no samples has no estimate and raises (its maximum-likelihood
+    prior would be ``pi_j = 0``, a class that is never predicted); with
+    ``prior`` it gets the prior's pseudo-samples.
 
     References
     ----------
