@@ -7,11 +7,13 @@
 from bayescal._validation import EPS
 from bayescal.calibrators import (
     DirichletCalibrator,
+    GenerativeDirichletCalibrator,
     MatrixScaler,
     TemperatureScaler,
     VectorScaler,
 )
 from bayescal.datasets import make_dirgen
+from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
     canonical_map,
     canonical_to_dirlin,
@@ -36,6 +38,7 @@ from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "DirichletPrior",
     "EPS",
     "DirichletCalibrator",
     "FitResult",
@@ -43,6 +46,7 @@ __all__ = [
     "QuadraticPenalty",
     "TemperatureScaler",
     "VectorScaler",
+    "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
     "brier_score",
@@ -51,11 +55,13 @@ __all__ = [
     "classwise_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
+    "dirichlet_logpdf",
     "dirlin_map",
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
     "fit_multinomial",
+    "fit_dirichlet",
     "log_features",
     "log_loss",
     "make_dirgen",

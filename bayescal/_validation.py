@@ -23,6 +23,8 @@ __all__ = [
     "EPS",
     "ROW_SUM_ATOL",
     "check_alpha",
+    "check_concentration",
+    "check_dirichlet_statistics",
     "check_eps",
     "check_features",
     "check_labels",
@@ -353,3 +355,108 @@ def check_sample_weight(sample_weight: ArrayLike | None, *, n_samples: int) -> N
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
     return sw
+def check_concentration(
+    alpha: ArrayLike, *, n_classes: int | None = None, name: str = "alpha"
+) -> NDArray[np.float64]:
+    """Validate Dirichlet concentration vectors: shape (k,) or (m, k), finite and > 0.
+
+    Unlike :func:`check_alpha` (one row per class of a DirGen model, so square),
+    this accepts any number of rows, each a concentration over ``k`` coordinates.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim not in (1, 2) or alpha.shape[-1] < 2:
+        raise ValueError(
+            f"{name} must have shape (k,) or (m, k) with k >= 2; got shape {alpha.shape}"
+        )
+    if n_classes is not None and alpha.shape[-1] != n_classes:
+        raise ValueError(
+            f"{name} has {alpha.shape[-1]} coordinates but the scores have {n_classes} columns"
+        )
+    bad = ~np.isfinite(alpha) | (alpha <= 0)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        idx = ", ".join(map(str, where))
+        raise ValueError(
+            f"{name} must be finite and > 0; {name}[{idx}] = {float(alpha[where])!r}"
+        )
+    return alpha
+
+
+#: A Jensen gap ``-logsumexp(mean log q)`` at or below this value means that the
+#: samples of a class are (numerically) all the same point of the simplex: the
+#: Dirichlet likelihood then grows without bound as the concentration grows.
+JENSEN_GAP_TOL: float = 1e-10
+
+
+def check_dirichlet_statistics(
+    count: float,
+    mean_log: ArrayLike,
+    *,
+    log_floor: float | None = None,
+    name: str = "the data",
+    min_count: float = 2.0,
+) -> tuple[float, NDArray[np.float64]]:
+    r"""Check that a Dirichlet maximum-likelihood estimate exists for these statistics.
+
+    The Dirichlet log-likelihood depends on the samples only through their
+    number ``n`` and the mean log-features :math:`s = \frac1n\sum_i \ln q_i`.
+    A finite maximiser exists iff ``n >= 2`` and the samples are not all equal,
+    which the statistics reveal through the Jensen gap
+    :math:`\gamma = -\ln\sum_i e^{s_i} \ge 0` (zero iff every sample is the same
+    point). A coordinate whose mean equals the floor ``log_floor`` (every sample
+    has that probability at or below ``eps``) sends its concentration to zero.
+
+    Parameters
+    ----------
+    count : float
+        Number of samples (pseudo-samples of a prior included).
+    mean_log : array-like of shape (k,)
+        Mean floored log-features of those samples.
+    log_floor : float, optional
+        ``ln eps`` of the features; when given, coordinates at the floor raise.
+    name : str
+        What the statistics describe (e.g. ``"class 3"``), for the messages.
+    min_count : float, default=2.0
+        Smallest accepted ``count`` (pooled prior statistics may be fractional).
+
+    Returns
+    -------
+    count : float
+    mean_log : ndarray of shape (k,)
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the offending count, coordinate or gap.
+    """
+    hint = "pass prior= (e.g. prior=1.0) to regularise the fit"
+    s = np.asarray(mean_log, dtype=np.float64)
+    if s.ndim != 1 or s.shape[0] < 2:
+        raise ValueError(f"mean_log of {name} must have shape (k,) with k >= 2; got {s.shape}")
+    if not np.isfinite(count) or count < min_count or count <= 0:
+        raise ValueError(
+            f"{name} has {count:g} sample(s); a Dirichlet maximum-likelihood fit needs at "
+            f"least {min_count:g} distinct samples: {hint}"
+        )
+    if not np.isfinite(s).all() or (s > 0).any():
+        raise ValueError(
+            f"mean log-features of {name} must be finite and <= 0; got {_show(s)}"
+        )
+    if log_floor is not None:
+        at_floor = s <= log_floor * (1.0 - 1e-12)
+        if at_floor.any():
+            cols = np.flatnonzero(at_floor)
+            raise ValueError(
+                f"{name}: every sample has probability <= eps = {np.exp(log_floor):.3g} in "
+                f"column(s) {_show(cols)} (mean log-feature {s[cols[0]]:.6g} = ln eps), so all "
+                f"its mass sits on a face of the simplex and the maximum-likelihood "
+                f"concentration of those columns is 0: {hint}"
+            )
+    gap = -float(np.logaddexp.reduce(s))
+    if gap <= JENSEN_GAP_TOL:
+        raise ValueError(
+            f"{name}: its {count:g} samples are (numerically) identical, constant features "
+            f"(Jensen gap -logsumexp(mean log q) = {gap:.3g} <= {JENSEN_GAP_TOL:g}), so the "
+            f"maximum-likelihood concentration is infinite: {hint}"
+        )
+    return float(count), s
