@@ -22,6 +22,7 @@ __all__ = [
     "ROW_SUM_ATOL",
     "check_alpha",
     "check_eps",
+    "check_fraction",
     "check_labels",
     "check_linear_params",
     "check_pi",
@@ -29,6 +30,7 @@ __all__ = [
     "check_option",
     "check_positive_int",
     "check_nonnegative_float",
+    "check_rng",
 ]
 
 #: Default floor for probabilities before the logarithm: float64 machine
@@ -77,6 +79,33 @@ def check_nonnegative_float(value: Any, name: str, *, strict: bool = False) -> f
         what = "positive" if strict else "non-negative"
         raise ValueError(f"{name} must be a finite {what} number; got {value!r}")
     return float(value)
+
+
+def check_fraction(value: Any, name: str) -> float:
+    """Check that ``value`` is a real number strictly between 0 and 1 (a level or quantile)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not np.isfinite(value)
+        or not 0.0 < value < 1.0
+    ):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """Turn ``None``, a non-negative integer seed or a Generator into a Generator.
+
+    Legacy ``RandomState`` objects and global seeding are not accepted, so a
+    result is reproducible exactly when the caller passes a seed or generator.
+    """
+    if rng is None or isinstance(rng, np.random.Generator):
+        return np.random.default_rng(rng)
+    if isinstance(rng, Integral) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng))
+    raise ValueError(
+        f"rng must be None, a non-negative integer seed or a numpy Generator; got {rng!r}"
+    )
 
 
 def check_eps(eps: Any) -> float:
