@@ -18,11 +18,15 @@ from bayescal.maps import (
 )
 from bayescal.metrics import (
     accuracy,
+    bootstrap_ci,
     brier_score,
     classwise_ece,
+    consistency_bands,
+    debiased_ece,
     expected_calibration_error,
     log_loss,
     max_calibration_error,
+    p_ece,
     reliability_table,
 )
 
@@ -32,10 +36,13 @@ __all__ = [
     "EPS",
     "__version__",
     "accuracy",
+    "bootstrap_ci",
     "brier_score",
     "canonical_map",
     "canonical_to_dirlin",
     "classwise_ece",
+    "consistency_bands",
+    "debiased_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
     "dirlin_map",
@@ -46,5 +53,6 @@ __all__ = [
     "log_loss",
     "make_dirgen",
     "max_calibration_error",
+    "p_ece",
     "reliability_table",
 ]

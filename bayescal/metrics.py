@@ -467,6 +467,13 @@ def debiased_ece(
       of the folded normal, so the result is deterministic. It is not clipped
       at 0 and can be slightly negative for a well-calibrated model.
 
+    Measured (``tests/test_metrics_diagnostics.py``): on an over-confident
+    model with true ECE 0.139 (n = 300, 15 bins) the plug-in mean is about
+    0.01 too high and the order-1 estimate within about 0.002; on perfectly
+    calibrated scores (true error 0) the order-1 correction removes only
+    about 40% of the plug-in bias, while the order-2 estimate is unbiased for
+    the squared error before the clip at 0.
+
     For ``metric="classwise"`` the per-class values are averaged over classes
     (for ``order=2`` the squared errors are averaged before the root, as in
     Kumar et al.'s marginal calibration error).
@@ -736,6 +743,13 @@ def bootstrap_ci(
       which reflects the bootstrap distribution around the estimate and so
       corrects a bias of the estimator to first order; prefer it for the
       plug-in ECE, which is biased upwards (see :func:`debiased_ece`).
+
+    The interval is for the *population value of the estimator's target*
+    only as far as the estimator is unbiased. For the plug-in ECE this holds
+    when the true per-bin gaps are large (measured coverage of the true ECE
+    0.14 at n = 1000: 0.94 for a nominal 0.95) but fails near perfect
+    calibration, where the plug-in bias dominates (true ECE 0.012 at n = 500:
+    percentile coverage 0, basic 0.8); bootstrap :func:`debiased_ece` there.
 
     Parameters
     ----------
