@@ -30,6 +30,7 @@ __all__ = [
     "check_option",
     "check_positive_int",
     "check_nonnegative_float",
+    "check_proba_draws",
     "check_rng",
 ]
 
@@ -213,6 +214,36 @@ def check_scores(
                 f"row {row} sums to {out[row].sum():.10g}: {_show(out[row])}. "
                 "Pass kind/input='logits' if these are logits"
             )
+    return out
+
+
+def check_proba_draws(
+    proba_draws: ArrayLike, *, name: str = "proba_draws", n_samples: int | None = None
+) -> NDArray[np.float64]:
+    """Validate per-posterior-draw probabilities of shape ``(n_draws, n_samples, n_classes)``.
+
+    Every draw must be a valid probability matrix (see :func:`check_scores`);
+    the error names the first offending draw.
+    """
+    try:
+        arr = np.asarray(proba_draws)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D of shape (n_draws, n_samples, n_classes); got ndim="
+            f"{arr.ndim} with shape {arr.shape}"
+        )
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one draw; got shape {arr.shape}")
+    if n_samples is not None and arr.shape[1] != n_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} samples per draw but {n_samples} were expected "
+            f"(shape {arr.shape})"
+        )
+    out = np.empty(arr.shape, dtype=np.float64)
+    for d in range(arr.shape[0]):
+        out[d] = check_scores(arr[d], kind="probs", name=f"{name}[{d}]")
     return out
 
 

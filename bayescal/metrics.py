@@ -39,13 +39,14 @@ from bayescal._validation import (
     check_labels,
     check_option,
     check_positive_int,
+    check_proba_draws,
     check_rng,
     check_scores,
 )
 
 __all__ = [
     "BootstrapInterval",
-    "ConsistencyBands",
+    "ReliabilityBands",
     "ReliabilityTable",
     "accuracy",
     "bootstrap_ci",
@@ -57,6 +58,7 @@ __all__ = [
     "log_loss",
     "max_calibration_error",
     "p_ece",
+    "posterior_bands",
     "reliability_table",
 ]
 
@@ -606,10 +608,13 @@ def p_ece(
 
 
 @dataclass(frozen=True)
-class ConsistencyBands:
-    """Where the per-bin frequencies of a calibrated model would fall.
+class ReliabilityBands:
+    """A per-bin band of a reliability diagram.
 
-    Rows index classes for ``kind="classwise"`` (shape ``(k, n_bins)``); for
+    :func:`consistency_bands`: where the observed frequency of each bin would
+    fall if the model were calibrated. :func:`posterior_bands`: where a
+    Bayesian calibrator's mean predicted probability of each bin lies under
+    its posterior. Rows index classes for ``kind="classwise"`` (shape ``(k, n_bins)``); for
     ``kind="confidence"`` the arrays are 1-D ``(n_bins,)``. Empty bins hold NaN.
 
     Attributes
@@ -619,7 +624,7 @@ class ConsistencyBands:
     mean_confidence : ndarray
         Mean score of each bin (where the band is centred).
     low, high : ndarray
-        Lower and upper quantiles of the resampled frequencies.
+        Lower and upper equal-tailed quantiles of the band's quantity.
     level : float
         Central probability between ``low`` and ``high``.
     """
@@ -641,7 +646,7 @@ def consistency_bands(
     n_resamples: int = 1000,
     level: float = 0.9,
     rng: np.random.Generator | int | None = None,
-) -> ConsistencyBands:
+) -> ReliabilityBands:
     """Consistency bands of a reliability diagram (Bröcker and Smith 2007).
 
     Labels are redrawn from ``proba`` exactly as in :func:`p_ece`; for every
@@ -661,7 +666,7 @@ def consistency_bands(
 
     Returns
     -------
-    ConsistencyBands
+    ReliabilityBands
 
     References
     ----------
@@ -681,7 +686,72 @@ def consistency_bands(
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(freq, [tail, 1.0 - tail], axis=0)
     shape = (-1, n_bins) if kind == "classwise" else (n_bins,)
-    return ConsistencyBands(
+    return ReliabilityBands(
+        d.edges,
+        d.counts.reshape(shape),
+        mean_conf.reshape(shape),
+        low.reshape(shape),
+        high.reshape(shape),
+        level,
+    )
+
+
+def posterior_bands(
+    proba_draws: ArrayLike,
+    *,
+    kind: str = "confidence",
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    level: float = 0.9,
+) -> ReliabilityBands:
+    r"""Posterior bands of a reliability diagram from per-draw calibrated probabilities.
+
+    ``proba_draws[d]`` holds the calibrated probabilities under posterior draw
+    ``d`` (what a Bayesian calibrator's ``predict_proba_draws`` returns). Bins
+    and their members are fixed by the posterior-mean probabilities
+    :math:`\bar p = \frac1D \sum_d p^{(d)}` (the default prediction); for
+    ``kind="confidence"`` the predicted class is also fixed, as the argmax of
+    :math:`\bar p`. For each draw the mean predicted probability of every bin
+    is computed (one ``bincount`` over (draw, bin)), and the band is its
+    central ``level`` interval over draws: where the calibrated model's own
+    predictions for that bin lie under posterior uncertainty, to be compared
+    with the bin's observed frequency.
+
+    Parameters
+    ----------
+    proba_draws : array-like of shape (n_draws, n_samples, n_classes)
+    kind : {"confidence", "classwise"}, default="confidence"
+    n_bins : int, default=15
+    strategy : {"uniform", "quantile"}, default="uniform"
+    level : float, default=0.9
+
+    Returns
+    -------
+    ReliabilityBands
+        ``mean_confidence`` is the bin mean of :math:`\bar p`.
+    """
+    level = check_fraction(level, "level")
+    check_option(kind, "kind", METRICS)
+    n_bins = _check_binning(n_bins, strategy)
+    draws = check_proba_draws(proba_draws)
+    n_draws, n, k = draws.shape
+    d = _design(draws.mean(axis=0), kind, n_bins, strategy)
+    G = d.n_groups
+    offset = (np.arange(n_draws) * G)[:, None]
+    if kind == "confidence":
+        idx = offset + d.groups
+        weights = draws[:, np.arange(n), d.pred]
+    else:
+        idx = (offset[:, :, None] + d.groups[None]).reshape(n_draws, -1)
+        weights = draws.reshape(n_draws, -1)
+    sums = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=n_draws * G)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.where(d.counts > 0, sums.reshape(n_draws, G) / d.counts, np.nan)
+        mean_conf = np.where(d.counts > 0, d.score_sums / d.counts, np.nan)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(conf, [tail, 1.0 - tail], axis=0)
+    shape = (-1, n_bins) if kind == "classwise" else (n_bins,)
+    return ReliabilityBands(
         d.edges,
         d.counts.reshape(shape),
         mean_conf.reshape(shape),
