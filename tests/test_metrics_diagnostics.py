@@ -347,3 +347,38 @@ def test_bootstrap_basic_reflects_percentile():
     assert b.high == pytest.approx(2 * a.estimate - a.low)
     assert a.estimate == classwise_ece(y, q)
     assert a.replicates.shape == (100,) and a.confidence == 0.95
+
+
+# --------------------------------------------------------------------------
+# posterior bands
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["confidence", "classwise"])
+def test_posterior_bands_collapse_for_identical_draws(kind):
+    q, _, _, _ = make_dirgen(300, 4, rng=3)
+    bands = metrics.posterior_bands(np.stack([q, q, q]), kind=kind, n_bins=6)
+    ok = bands.counts > 0
+    np.testing.assert_allclose(bands.low[ok], bands.mean_confidence[ok], atol=1e-12)
+    np.testing.assert_allclose(bands.high[ok], bands.mean_confidence[ok], atol=1e-12)
+    assert np.isnan(bands.low[~ok]).all()
+
+
+def test_posterior_bands_by_hand():
+    # two draws of two samples; bins fixed by the mean: confidences 0.7 and 0.8 -> bin 1 of 2
+    draws = np.array([[[0.6, 0.4], [0.9, 0.1]], [[0.8, 0.2], [0.7, 0.3]]])
+    bands = metrics.posterior_bands(draws, n_bins=2, level=0.5)
+    # per-draw bin means of p[:, argmax(mean)] = (0.6+0.9)/2 = 0.75 and (0.8+0.7)/2 = 0.75
+    np.testing.assert_allclose(bands.low[1], 0.75)
+    np.testing.assert_allclose(bands.high[1], 0.75)
+    np.testing.assert_array_equal(bands.counts, [0, 2])
+    spread = metrics.posterior_bands(np.array([[[0.6, 0.4]], [[0.9, 0.1]]]), n_bins=2, level=0.5)
+    # quantiles 0.25 and 0.75 of {0.6, 0.9}
+    np.testing.assert_allclose([spread.low[1], spread.high[1]], [0.675, 0.825])
+
+
+def test_posterior_bands_input_errors():
+    with pytest.raises(ValueError, match="must be 3-D"):
+        metrics.posterior_bands(np.full((2, 2), 0.5))
+    with pytest.raises(ValueError, match=r"proba_draws\[1\] contains negative"):
+        metrics.posterior_bands(np.array([[[0.5, 0.5]], [[-0.5, 1.5]]]))
