@@ -560,6 +560,8 @@ def canonical_heatmap(
     _class_ticks(ax_c, names, x=False)
     ax_c.set_xticks([])
     ax_c.set(xlabel="c_j", ylabel="output class j", title="c")
+    ax_c.yaxis.set_label_position("right")
+    ax_c.yaxis.tick_right()
     if show_values:
         _annotate_cells(ax_a, A_arr, fmt, 0.6 * vmax)
         _annotate_cells(ax_c, c_arr[:, None], fmt, 0.6 * float(c_arr.max()))
