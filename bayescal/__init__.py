@@ -5,6 +5,12 @@
 """
 
 from bayescal._validation import EPS
+from bayescal.calibrators import (
+    DirichletCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+)
 from bayescal.datasets import make_dirgen
 from bayescal.maps import (
     canonical_map,
@@ -29,11 +35,18 @@ from bayescal.metrics import (
     p_ece,
     reliability_table,
 )
+from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __version__ = "0.1.0"
 
 __all__ = [
     "EPS",
+    "DirichletCalibrator",
+    "FitResult",
+    "MatrixScaler",
+    "QuadraticPenalty",
+    "TemperatureScaler",
+    "VectorScaler",
     "__version__",
     "accuracy",
     "bootstrap_ci",
@@ -49,9 +62,11 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
+    "fit_multinomial",
     "log_features",
     "log_loss",
     "make_dirgen",
+    "make_penalty",
     "max_calibration_error",
     "p_ece",
     "reliability_table",
