@@ -319,6 +319,9 @@ class _Design:
             # makes one sorted array, so a single searchsorted finds every
             # label (shifting costs at most n * 2**-53 in each probability).
             flat = (cum + rows[:, None]).ravel()
+            # If u + i rounds up to i + 1 the search lands in the next row;
+            # such a draw takes the last class of row i that has probability > 0.
+            last = k - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
         done = 0
         while done < n_resamples:
             r = min(chunk, n_resamples - done)
@@ -328,7 +331,7 @@ class _Design:
                 idx = (offset + self.groups)[u < p_hit]
             else:
                 pos = np.searchsorted(flat, u + rows, side="right")
-                labels = np.minimum(pos - rows * k, k - 1)
+                labels = np.minimum(pos - rows * k, last)
                 idx = (offset + self.groups[rows, labels]).ravel()
             yield np.bincount(idx, minlength=r * G).reshape(r, G).astype(float)
             done += r

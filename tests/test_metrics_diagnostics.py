@@ -280,6 +280,17 @@ def test_resampled_outcomes_have_the_predicted_means(metric):
     assert np.all(np.abs(sums.mean(axis=0) - d.score_sums) < 5 * sd)
 
 
+def test_zero_probability_classes_are_never_drawn():
+    # bins of 3: class 2 has p = 0 in row 0 (bin 0) and p = 1 in row 1 (last bin);
+    # class 0 has p = 0 in row 2 (last row, where u + i is largest)
+    p = np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.3, 0.7]] * 50)
+    d = metrics._design(p, "classwise", 3, "uniform")
+    sums = np.concatenate(list(d.resampled_outcome_sums(2000, np.random.default_rng(0))))
+    zero_groups = d.score_sums == 0
+    assert zero_groups.any()
+    assert np.all(sums[:, zero_groups] == 0)
+
+
 @pytest.mark.parametrize("metric", ["classwise", "confidence"])
 def test_p_value_uniform_on_calibrated_data(metric):
     # 300 seeded repetitions; H0 true -> rejection rate at 0.05 near 0.05
