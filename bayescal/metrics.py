@@ -807,8 +807,9 @@ def bootstrap_ci(
 ) -> BootstrapInterval:
     r"""Nonparametric bootstrap interval of any metric ``metric(y, proba) -> float``.
 
-    Rows ``(y_i, p_i)`` are resampled with replacement ``n_boot`` times (all
-    indices drawn in one call) and ``metric`` is evaluated on each resample.
+    Rows ``(y_i, p_i)`` are resampled with replacement ``n_boot`` times and
+    ``metric`` is evaluated on each resample (a Python call per resample, as
+    ``metric`` is arbitrary; memory stays O(n)).
     With replicates :math:`\theta^*` and :math:`a = (1 - \text{confidence})/2`:
 
     * ``"percentile"``: :math:`[\theta^*_{(a)}, \theta^*_{(1-a)}]`;
@@ -861,8 +862,10 @@ def bootstrap_ci(
     y, p = _check(y, proba)
     gen = check_rng(rng)
     estimate = float(metric(y, p))
-    idx = gen.integers(0, len(y), size=(n_boot, len(y)))
-    reps = np.array([float(metric(y[i], p[i])) for i in idx])
+    reps = np.empty(n_boot)
+    for b in range(n_boot):  # one resample alive at a time: memory O(n)
+        i = gen.integers(0, len(y), size=len(y))
+        reps[b] = float(metric(y[i], p[i]))
     if not np.isfinite(reps).all() or not np.isfinite(estimate):
         raise ValueError(
             f"metric returned a non-finite value ({estimate!r} on the data, "
