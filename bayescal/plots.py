@@ -236,8 +236,9 @@ def _reliability_figure(
     extra = f" ({subset_note})" if subset_note else ""
     figure.suptitle(f"{heading}{extra}; cw-ECE = {cw:.4f}", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=8,
-                  frameon=False)
+    wide = len(axes) > 4  # grids of 3+ columns fit the legend on one line
+    figure.legend(handles, labels, loc="outside lower center", ncols=4 if wide else 2,
+                  fontsize=8, frameon=False)
     return ReliabilityDisplay(figure, np.array(axes, dtype=object), shown, tables, bands)
 
 

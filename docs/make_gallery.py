@@ -199,12 +199,35 @@ def main() -> None:
                            title="Dirichlet ODIR map, abalone MLP")
     save(ax.figure, args.out, "simplex_map_abalone_mlp.png")
 
-    # --- forest plot of the canonical parameters -----------------------------------
-    a_draws, c_draws = bootstrap_canonical(q_cal, y_cal, 100, rng)
-    ax = plots.forest_plot({"A": a_draws, "c": c_draws}, reference=0.0,
-                           title="Dir-ODIR A and c: 100 bootstrap refits")
+    # --- posterior of the abalone map: Bayesian calibrator, else bootstrap ----------
+    bayes = bayesian_dirichlet(q_cal, y_cal)
+    if bayes is not None:
+        print(f"  BayesianDirichletCalibrator: {bayes.n_draws_} draws, {bayes.diagnostics_}")
+        disp = plots.posterior_reliability_diagram(
+            y_te, bayes.predict_proba_draws(q_te), kind="classwise", n_bins=10,
+            class_names=[names3.get(c, c) for c in class_names],
+            title="Bayesian Dirichlet (ODIR prior), abalone MLP",
+        )
+        save(disp.figure, args.out, "posterior_reliability_abalone_mlp.png")
+        ax = plots.forest_plot(bayes.idata_, var_names=["A", "c"],
+                               title="Posterior of A and c (NUTS), abalone MLP")
+    else:
+        a_draws, c_draws = bootstrap_canonical(q_cal, y_cal, 100, rng)
+        ax = plots.forest_plot({"A": a_draws, "c": c_draws}, reference=0.0,
+                               title="Dir-ODIR A and c: 100 bootstrap refits")
     save(ax.figure, args.out, "forest_A_abalone_mlp.png")
     print(f"done in {time.perf_counter() - start:.0f} s")
+
+
+def bayesian_dirichlet(q: np.ndarray, y: np.ndarray):
+    """``BayesianDirichletCalibrator`` (PyMC NUTS, 2 x 500 draws) if ``bayescal.bayes``
+    is available, else ``None``."""
+    try:
+        from bayescal.bayes import BayesianDirichletCalibrator
+    except ImportError:
+        return None
+    return BayesianDirichletCalibrator(draws=500, tune=500, chains=2,
+                                       random_seed=SEED).fit(q, y)
 
 
 def bootstrap_canonical(q: np.ndarray, y: np.ndarray, n_boot: int,
