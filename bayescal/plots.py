@@ -206,6 +206,9 @@ def _reliability_figure(
 ) -> ReliabilityDisplay:
     k = p.shape[1]
     names = _class_names(class_names, k)
+    if kind == "confidence" and classes is not None:
+        raise ValueError("classes selects panels of kind='classwise'; got it with "
+                         "kind='confidence'")
     if kind == "confidence":
         figure, axes = _panel_axes(1, ax, fig, size=4.0)
         table = reliability_table(y, p, n_bins=n_bins, strategy=strategy)

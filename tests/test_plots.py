@@ -260,6 +260,8 @@ def test_import_bayescal_does_not_import_matplotlib():
         (lambda q, y: reliability_diagram(y, q, kind="classwise", classes=[5]),
          "classes must be a non-empty list"),
         (lambda q, y: reliability_diagram(y, q, class_names=["a"]), "class_names must have 3"),
+        (lambda q, y: reliability_diagram(y, q, classes=[0], bands=False),
+         "classes selects panels of kind='classwise'"),
         (lambda q, y: posterior_reliability_diagram(y, q), "must be 3-D"),
         (lambda q, y: posterior_reliability_diagram(y, np.stack([q, q + 0.1])),
          r"proba_draws\[1\] rows must sum to 1"),
