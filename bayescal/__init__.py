@@ -33,6 +33,7 @@ from bayescal.metrics import (
     log_loss,
     max_calibration_error,
     p_ece,
+    posterior_bands,
     reliability_table,
 )
 from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
@@ -69,5 +70,6 @@ __all__ = [
     "make_penalty",
     "max_calibration_error",
     "p_ece",
+    "posterior_bands",
     "reliability_table",
 ]
