@@ -26,11 +26,16 @@ from bayescal.maps import (
 )
 from bayescal.metrics import (
     accuracy,
+    bootstrap_ci,
     brier_score,
     classwise_ece,
+    consistency_bands,
+    debiased_ece,
     expected_calibration_error,
     log_loss,
     max_calibration_error,
+    p_ece,
+    posterior_bands,
     reliability_table,
 )
 from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
@@ -49,10 +54,13 @@ __all__ = [
     "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
+    "bootstrap_ci",
     "brier_score",
     "canonical_map",
     "canonical_to_dirlin",
     "classwise_ece",
+    "consistency_bands",
+    "debiased_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
     "dirichlet_logpdf",
@@ -67,5 +75,7 @@ __all__ = [
     "make_dirgen",
     "make_penalty",
     "max_calibration_error",
+    "p_ece",
+    "posterior_bands",
     "reliability_table",
 ]

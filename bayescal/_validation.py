@@ -27,6 +27,7 @@ __all__ = [
     "check_dirichlet_statistics",
     "check_eps",
     "check_features",
+    "check_fraction",
     "check_labels",
     "check_linear_params",
     "check_pi",
@@ -35,6 +36,8 @@ __all__ = [
     "check_option",
     "check_positive_int",
     "check_nonnegative_float",
+    "check_proba_draws",
+    "check_rng",
 ]
 
 #: Default floor for probabilities before the logarithm: float64 machine
@@ -83,6 +86,33 @@ def check_nonnegative_float(value: Any, name: str, *, strict: bool = False) -> f
         what = "positive" if strict else "non-negative"
         raise ValueError(f"{name} must be a finite {what} number; got {value!r}")
     return float(value)
+
+
+def check_fraction(value: Any, name: str) -> float:
+    """Check that ``value`` is a real number strictly between 0 and 1 (a level or quantile)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not np.isfinite(value)
+        or not 0.0 < value < 1.0
+    ):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """Turn ``None``, a non-negative integer seed or a Generator into a Generator.
+
+    Legacy ``RandomState`` objects and global seeding are not accepted, so a
+    result is reproducible exactly when the caller passes a seed or generator.
+    """
+    if rng is None or isinstance(rng, np.random.Generator):
+        return np.random.default_rng(rng)
+    if isinstance(rng, Integral) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng))
+    raise ValueError(
+        f"rng must be None, a non-negative integer seed or a numpy Generator; got {rng!r}"
+    )
 
 
 def check_eps(eps: Any) -> float:
@@ -202,6 +232,36 @@ def check_scores(
                 f"row {row} sums to {out[row].sum():.10g}: {_show(out[row])}. "
                 "Pass kind/input='logits' if these are logits"
             )
+    return out
+
+
+def check_proba_draws(
+    proba_draws: ArrayLike, *, name: str = "proba_draws", n_samples: int | None = None
+) -> NDArray[np.float64]:
+    """Validate per-posterior-draw probabilities of shape ``(n_draws, n_samples, n_classes)``.
+
+    Every draw must be a valid probability matrix (see :func:`check_scores`);
+    the error names the first offending draw.
+    """
+    try:
+        arr = np.asarray(proba_draws)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D of shape (n_draws, n_samples, n_classes); got ndim="
+            f"{arr.ndim} with shape {arr.shape}"
+        )
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one draw; got shape {arr.shape}")
+    if n_samples is not None and arr.shape[1] != n_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} samples per draw but {n_samples} were expected "
+            f"(shape {arr.shape})"
+        )
+    out = np.empty(arr.shape, dtype=np.float64)
+    for d in range(arr.shape[0]):
+        out[d] = check_scores(arr[d], kind="probs", name=f"{name}[{d}]")
     return out
 
 
