@@ -58,6 +58,10 @@ def _ess_min(arrays: list[np.ndarray]) -> float:
     return min(out)
 
 
+def _stats(st):
+    return st.counts, st.sums
+
+
 def _leapfrog(idata) -> float:
     ss = getattr(idata, "sample_stats", None)
     for key in ("n_steps", "tree_size", "n_leapfrog"):
@@ -98,12 +102,12 @@ def _estimator_rows(est_cls, q, y, samplers, **kw):
 
 def bench_dirlin(k, n, chains, draws, tune, baseline, samplers, seed=1, baseline_chains=None):
     import pymc as pm
-    from bayescal.optimize import make_penalty
 
     from bayescal.bayes import BayesianDirichletCalibrator
     from bayescal.bayes.gauge import dirlin_gauge
     from bayescal.bayes.models import dirlin_model, dirlin_raw_model
     from bayescal.bayes.priors import penalty_to_prior
+    from bayescal.optimize import make_penalty
 
     q, y, _, _ = make_dirgen(n, k, rng=seed)
     x = log_features(q)
@@ -157,8 +161,9 @@ def bench_dirgen(k, n, chains, draws, tune, seed=2):
     import pymc as pm
 
     from bayescal.bayes import BayesianGenerativeCalibrator
-    from bayescal.bayes.models import class_statistics, dirgen_model, dirgen_rowwise_model
+    from bayescal.bayes.models import dirgen_model, dirgen_rowwise_model
     from bayescal.bayes.priors import DirGenPrior
+    from bayescal.dirichlet import SufficientStatistics
 
     q, y, _, _ = make_dirgen(n, k, rng=seed)
     q = np.clip(q, 1e-300, None)
@@ -168,7 +173,7 @@ def bench_dirgen(k, n, chains, draws, tune, seed=2):
     for label, build in [
         ("row-by-row pm.Dirichlet, PyMC default NUTS", lambda: dirgen_rowwise_model(q, y, prior)),
         ("sufficient statistics, PyMC default NUTS",
-         lambda: dirgen_model(*class_statistics(np.log(q), y, k), prior)),
+         lambda: dirgen_model(*_stats(SufficientStatistics.from_features(np.log(q), y)), prior)),
     ]:
         t = time.perf_counter()
         model = build()

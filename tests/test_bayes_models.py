@@ -16,15 +16,20 @@ from bayescal import make_dirgen
 from bayescal.bayes.gauge import dirlin_gauge
 from bayescal.bayes.laplace import dirgen_log_posterior, dirgen_mode
 from bayescal.bayes.models import (
-    class_statistics,
     dirgen_model,
     dirgen_rowwise_model,
     dirlin_model,
     dirlin_raw_model,
 )
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
+from bayescal.dirichlet import SufficientStatistics
 from bayescal.maps import dirlin_from_features, log_features
 from bayescal.optimize import make_penalty, multinomial_objective
+
+
+def _stats(x, y):
+    st = SufficientStatistics.from_features(x, y)
+    return st.counts, st.sums
 
 
 def _prior(k: int, kind: str, n: int = 200, lam: float = 0.1, mu: float = 0.05) -> DirLinPrior:
@@ -175,7 +180,7 @@ def test_sufficient_statistics_equal_rowwise_dirichlet(rng):
     q = np.clip(q, 1e-12, None)
     q /= q.sum(axis=1, keepdims=True)  # pm.Dirichlet gives -inf at exact zeros
     prior = DirGenPrior(0.0, 1.5, 1.0)
-    counts, S = class_statistics(np.log(q), y, k)
+    counts, S = _stats(np.log(q), y)
     m_ss = dirgen_model(counts, S, prior)
     m_row = dirgen_rowwise_model(q, y, prior)
     lp_ss, lp_row = m_ss.compile_logp(), m_row.compile_logp()
@@ -189,19 +194,10 @@ def test_sufficient_statistics_equal_rowwise_dirichlet(rng):
     np.testing.assert_allclose(diffs, diffs[0], atol=1e-7)
 
 
-def test_class_statistics(rng):
-    x = rng.normal(size=(50, 3))
-    y = rng.integers(0, 3, size=50)
-    counts, S = class_statistics(x, y, 3)
-    for j in range(3):
-        assert counts[j] == np.sum(y == j)
-        np.testing.assert_allclose(S[j], x[y == j].sum(axis=0), atol=1e-12)
-
-
 def test_dirgen_mode_is_stationary_and_hessian_exact():
     k = 3
     q, y, _, _ = make_dirgen(500, k, rng=11)
-    counts, S = class_statistics(log_features(q), y, k)
+    counts, S = _stats(log_features(q), y)
     prior = DirGenPrior(0.0, 1.5, 1.0)
     u, neg_hess = dirgen_mode(counts, S, prior)
     for j in range(k):

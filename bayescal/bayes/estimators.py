@@ -47,9 +47,10 @@ from bayescal.bayes._backend import import_arviz
 from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
 from bayescal.bayes.gauge import dirlin_gauge
 from bayescal.bayes.laplace import dirgen_mode
-from bayescal.bayes.models import class_statistics, dirgen_model, dirlin_model
+from bayescal.bayes.models import dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
+from bayescal.dirichlet import SufficientStatistics
 from bayescal.maps import dirgen_to_dirlin, dirlin_to_canonical
 
 __all__ = [
@@ -468,7 +469,8 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                 target_accept=self.target_accept,
             )
             self.idata_ = idata
-        counts, S = class_statistics(x, y, k)
+        stats = SufficientStatistics.from_features(x, y)
+        counts, S = stats.counts, stats.sums
         self._stats = {"counts": counts, "S": S}
 
 
@@ -547,7 +549,8 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         az = import_arviz()
         prior = self._prior()
         k = x.shape[1]
-        counts, S = class_statistics(x, y, k)
+        stats = SufficientStatistics.from_features(x, y)
+        counts, S = stats.counts, stats.sums
         u, neg_hess = dirgen_mode(counts, S, prior)
         L = np.stack([_inv_chol(h) for h in neg_hess])
         rng = np.random.default_rng(self.random_seed)

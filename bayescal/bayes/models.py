@@ -33,9 +33,9 @@ from numpy.typing import ArrayLike, NDArray
 from bayescal.bayes._backend import import_pymc
 from bayescal.bayes.gauge import Gauge
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior
+from bayescal.dirichlet import SufficientStatistics
 
 __all__ = [
-    "class_statistics",
     "dirgen_model",
     "dirgen_rowwise_model",
     "dirlin_model",
@@ -43,29 +43,6 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
-
-
-def class_statistics(x: ArrayLike, y: ArrayLike, n_classes: int) -> tuple[Array, Array]:
-    """Per-class counts ``n_j`` and feature sums ``S[j] = sum_{y_i=j} x_i``.
-
-    Parameters
-    ----------
-    x : array-like of shape (n, k)
-        Features (log-probabilities).
-    y : array-like of shape (n,)
-        Integer labels in ``0 .. n_classes - 1``.
-
-    Returns
-    -------
-    counts : ndarray of shape (k,)
-    S : ndarray of shape (k, k)
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y)
-    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-    S = np.zeros((n_classes, x.shape[1]))
-    np.add.at(S, y, x)
-    return counts, S
 
 
 def _coords(k: int) -> dict[str, list[int]]:
@@ -118,7 +95,8 @@ def dirlin_model(
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y)
     k = gauge.n_classes
-    counts, S = class_statistics(x, y, k)
+    stats = SufficientStatistics.from_features(x, y)
+    counts, S = stats.counts, stats.sums
     with pm.Model(coords=_coords(k) | {"param": list(range(gauge.dim))}) as model:
         if whiten is None:
             parts = [pm.Normal("theta", 0.0, 1.0, shape=gauge.n_gauss)]
@@ -210,7 +188,8 @@ def dirgen_model(
     ----------
     counts : array-like of shape (k,)
     S : array-like of shape (k, k)
-        From :func:`class_statistics`.
+        ``counts`` and ``S`` are :class:`bayescal.dirichlet.SufficientStatistics`
+        ``counts`` and ``sums`` (:math:`S_j = \sum_{y_i=j} x_i`).
     prior : DirGenPrior
     whiten : (loc, chol), optional
         ``loc`` (k, k) and per-class Cholesky factors ``chol`` (k, k, k):
