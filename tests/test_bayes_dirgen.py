@@ -132,6 +132,9 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
         loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
     )
     assert loaded.idata_.posterior.attrs["bayescal_version"]
+    np.testing.assert_allclose(loaded.alpha_mode_, nuts_fit.alpha_mode_, rtol=1e-12)
+    np.testing.assert_allclose(loaded.pi_mode_, nuts_fit.pi_mode_, rtol=1e-10)
+    assert loaded.prior_ == nuts_fit.prior_
 
 
 def test_load_detects_tampering(laplace_fit, tmp_path):

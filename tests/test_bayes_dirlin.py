@@ -7,11 +7,11 @@ compiled log-densities.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
 import pytest
-from bayescal.optimize import make_penalty
 from scipy.optimize import minimize
 
 from bayescal import BayesianDirichletCalibrator, make_dirgen
@@ -21,6 +21,7 @@ from bayescal.bayes.models import dirlin_model
 from bayescal.bayes.priors import penalty_to_prior
 from bayescal.calibrators import DirichletCalibrator
 from bayescal.maps import dirlin_map, log_features
+from bayescal.optimize import make_penalty
 
 K = 3
 LAM, MU = 0.5, 0.2
@@ -161,6 +162,8 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
     np.testing.assert_allclose(
         loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
     )
+    assert json.dumps(loaded.prior_.to_dict()) == json.dumps(nuts_fit.prior_.to_dict())
+    np.testing.assert_array_equal(loaded.prior_.sd_W, nuts_fit.prior_.sd_W)  # inf on the diagonal
     lo0, hi0 = nuts_fit.credible_interval(q)
     lo1, hi1 = loaded.credible_interval(q)
     np.testing.assert_allclose(lo1, lo0, atol=1e-12)

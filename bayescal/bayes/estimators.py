@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import log_softmax
+from scipy.special import gammaln, log_softmax, logsumexp
 from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
@@ -48,7 +48,7 @@ from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_
 from bayescal.bayes.gauge import dirlin_gauge
 from bayescal.bayes.laplace import dirgen_mode
 from bayescal.bayes.models import dirgen_model, dirlin_model
-from bayescal.bayes.priors import DirGenPrior, penalty_to_prior
+from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.dirichlet import SufficientStatistics
 from bayescal.maps import dirgen_to_dirlin, dirlin_to_canonical
@@ -264,6 +264,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             "bayescal_config": config_json,
             "bayescal_version": __version__,
             "bayescal_model_id": self.model_id_,
+            "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
         }
         self.idata_.posterior.attrs.update(attrs)
         import xarray as xr
@@ -331,7 +332,13 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         est.n_features_in_ = k
         est.classes_ = np.arange(k)
         est.diagnostics_ = {}
+        prior = json.loads(attrs["bayescal_prior"])
+        est.prior_ = (DirLinPrior if "sd_W" in prior else DirGenPrior).from_dict(prior)
+        est._restore()
         return est
+
+    def _restore(self) -> None:
+        """Rebuild derived fitted attributes after :meth:`load`."""
 
 
 class BayesianDirichletCalibrator(_BayesianFamilyBase):
@@ -380,7 +387,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         ``W``, ``b`` at the posterior mode.
     diagnostics_ : dict
         ``r_hat_max``, ``ess_bulk_min``, ``divergences`` (MCMC samplers).
+    prior_ : DirLinPrior
+        The Gaussian prior sds and centres (serialisable: ``prior_.to_dict()``).
     model_id_ : str
+        Hash of the configuration and the data's sufficient statistics;
+        checked by :meth:`load`.
     """
 
     def __init__(
@@ -446,7 +457,8 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
     def _fit_posterior(self, x: Array, y: Array) -> None:
         az = import_arviz()
-        gauge, _, theta, L = self.laplace_approximation(x, y)
+        gauge, penalty, theta, L = self.laplace_approximation(x, y)
+        self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
         k = x.shape[1]
         dims = {"W": ["class_out", "class_in"], "b": ["class_out"]}
@@ -505,6 +517,11 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
     coef_, intercept_ : ndarray
         DirLin map at the mode of ``alpha`` and the mode of ``pi`` (its mean
         when some ``a + n_j <= 1``).
+    alpha_mode_, pi_mode_ : ndarray
+        That mode.
+    prior_ : DirGenPrior
+    diagnostics_, model_id_
+        As in :class:`BayesianDirichletCalibrator`.
     """
 
     _diag_vars = ("alpha",)
@@ -547,7 +564,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
 
     def _fit_posterior(self, x: Array, y: Array) -> None:
         az = import_arviz()
-        prior = self._prior()
+        prior = self.prior_ = self._prior()
         k = x.shape[1]
         stats = SufficientStatistics.from_features(x, y)
         counts, S = stats.counts, stats.sums
@@ -591,3 +608,10 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.coef_, self.intercept_ = W0, b0
         self.alpha_mode_, self.pi_mode_ = np.exp(u), pi_mode
         self._stats = {"counts": counts, "S": S}
+
+    def _restore(self) -> None:
+        # W = alpha - 1 and b = ln pi + lnGamma(sum alpha) - sum lnGamma(alpha)
+        self.alpha_mode_ = self.coef_ + 1.0
+        a = self.alpha_mode_
+        log_pi = self.intercept_ - gammaln(a.sum(axis=1)) + gammaln(a).sum(axis=1)
+        self.pi_mode_ = np.exp(log_pi - logsumexp(log_pi))

@@ -22,7 +22,6 @@ Bayesian DirGen
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -124,5 +123,6 @@ class DirGenPrior:
     def to_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DirGenPrior:
+        return cls(**{key: float(v) for key, v in d.items()})
