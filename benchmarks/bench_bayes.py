@@ -266,12 +266,56 @@ def bench_pytensor():
     return rows
 
 
+def to_markdown(res: dict) -> str:
+    """Markdown tables of a results dict (as written by ``--out``)."""
+    lines = []
+
+    def table(rows, cols):
+        lines.append("| " + " | ".join(cols) + " |")
+        lines.append("|" + "---|" * len(cols))
+        for r in rows:
+            lines.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+        lines.append("")
+
+    cols = ["name", "seconds", "ess_bulk_min", "ess_per_s", "leapfrog_per_draw", "r_hat_max",
+            "divergences"]
+    for key in ("dirlin_k3", "dirlin_k10"):
+        if key in res:
+            r = res[key]
+            lines.append(f"**{key}**: k={r['k']}, n={r['n']}, {r['chains']} chains x "
+                         f"({r['tune']} tune + {r['draws']} draws)\n")
+            table(r["rows"], [*cols, "ratio_vs_baseline"])
+            if r.get("laplace_vs_nuts_sd"):
+                lines.append(f"Laplace / NUTS posterior sd: {r['laplace_vs_nuts_sd']}\n")
+    if "dirgen" in res:
+        r = res["dirgen"]
+        lines.append(f"**dirgen**: k={r['k']}, n={r['n']}, {r['chains']} chains x "
+                     f"({r['tune']} tune + {r['draws']} draws)\n")
+        table(r["rows"], [*cols, "ratio_vs_rowwise"])
+    for key in ("scaling", "k100"):
+        if key in res:
+            lines.append(f"**{key}** (BayesianGenerativeCalibrator, sampler='pymc')\n")
+            table(res[key], ["n", "seconds", "r_hat_max", "ess_bulk_min", "divergences"])
+    if "pytensor" in res:
+        lines.append("**pytensor**\n")
+        table([res["pytensor"]], list(res["pytensor"]))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny runs (smoke test)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     ap.add_argument("--only", default="pytensor,dirlin_k3,dirlin_k10,dirgen,scaling,k100")
+    ap.add_argument("--markdown", nargs="+", type=Path, default=None,
+                    help="print the tables of result JSON files and exit")
     args = ap.parse_args(argv)
+    if args.markdown:
+        merged = {}
+        for path in args.markdown:
+            merged |= json.loads(path.read_text())
+        print(to_markdown(merged))
+        return
     only = set(args.only.split(","))
     quick = args.quick
     res = {}
