@@ -306,6 +306,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny runs (smoke test)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    ap.add_argument("--draws", type=int, default=None,
+                    help="override every section's draws and tune (shorter runs)")
     ap.add_argument("--only", default="pytensor,dirlin_k3,dirlin_k10,dirgen,scaling,k100")
     ap.add_argument("--markdown", nargs="+", type=Path, default=None,
                     help="print the tables of result JSON files and exit")
@@ -324,6 +326,9 @@ def main(argv=None):
     os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={CORES}")
     samplers = ["numpyro", "pymc", "nutpie", "laplace"]
 
+    def size(d, t):
+        return (args.draws, args.draws) if args.draws else (d, t)
+
     def step(name, fn):
         if name in only:
             t = time.perf_counter()
@@ -333,15 +338,19 @@ def main(argv=None):
 
     step("pytensor", bench_pytensor)
     d, t = (100, 100) if quick else (500, 500)
+    d, t = size(d, t)
     step("dirlin_k3", lambda: bench_dirlin(3, 1000, 2, d, t, "raw", samplers))
     d, t = (100, 100) if quick else (1000, 1000)
+    d, t = size(d, t)
     step("dirlin_k10", lambda: bench_dirlin(10, 5000, 2 if quick else 4, d, t, "zerosum",
                                             samplers, baseline_chains=2))
     d, t = (100, 100) if quick else (500, 500)
+    d, t = size(d, t)
     step("dirgen", lambda: bench_dirgen(10, 5000, 2, d, t))
     step("scaling", lambda: bench_dirgen_scaling(10, [1000, 10_000 if quick else 1_000_000],
                                                  2, d, t))
     d, t = (100, 100) if quick else (1000, 1000)
+    d, t = size(d, t)
     step("k100", lambda: bench_dirgen_scaling(100, [2000 if quick else 20_000], 4, d, t))
     if args.out:
         args.out.write_text(json.dumps(res, indent=1))
