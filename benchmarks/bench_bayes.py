@@ -306,6 +306,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny runs (smoke test)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    ap.add_argument("--samplers", default="numpyro,pymc,nutpie,laplace",
+                    help="bayescal samplers to time (comma-separated)")
     ap.add_argument("--draws", type=int, default=None,
                     help="override every section's draws and tune (shorter runs)")
     ap.add_argument("--only", default="pytensor,dirlin_k3,dirlin_k10,dirgen,scaling,k100")
@@ -324,7 +326,7 @@ def main(argv=None):
     # numpyro first: it needs XLA's host device count set before JAX starts
     # (nutpie's JAX backend would start JAX with one device).
     os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={CORES}")
-    samplers = ["numpyro", "pymc", "nutpie", "laplace"]
+    samplers = args.samplers.split(",")
 
     def size(d, t):
         return (args.draws, args.draws) if args.draws else (d, t)
