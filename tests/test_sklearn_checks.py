@@ -43,9 +43,6 @@ _WEIGHTS = {
     "check_sample_weights_not_an_array": _LABELS,
     "check_sample_weights_shape": _LABELS,
     "check_sample_weights_not_overwritten": _LABELS,
-    "check_sample_weight_equivalence_on_dense_data": "on this near-separable random problem "
-    "both fits meet tol=1e-8 and predict_proba agrees, but log-probabilities below -100 "
-    "(p < 1e-40) sit in nearly flat directions and differ by ~1%",
 }
 
 
@@ -53,6 +50,12 @@ def _expected_failed_checks(estimator):
     failed = dict(_COMMON)
     if isinstance(estimator, DirichletCalibrator):
         failed.update(_WEIGHTS)
+        if estimator.reg_lambda == "auto":
+            failed["check_sample_weight_equivalence_on_dense_data"] = (
+                "the check's labels use only 3 of the score columns; with the weakest L2 on the grid "
+                "the absent classes' logits run towards -inf and stop where the gradient "
+                "drops below tol, so their log-probabilities (~ -26) agree only to ~1e-4"
+            )
     if isinstance(estimator, TemperatureScaler):
         failed["check_classifiers_one_label"] = (
             "a temperature never changes the argmax of the scores, so it cannot predict "
