@@ -52,8 +52,8 @@ def _expected_failed_checks(estimator):
         failed.update(_WEIGHTS)
         if estimator.reg_lambda == "auto":
             failed["check_sample_weight_equivalence_on_dense_data"] = (
-                "the check's labels use only 3 of the score columns; with the weakest L2 on the grid "
-                "the absent classes' logits run towards -inf and stop where the gradient "
+                "the check's labels use only 3 of the score columns; with the weakest L2 on "
+                "the grid the absent classes' logits run towards -inf and stop where the gradient "
                 "drops below tol, so their log-probabilities (~ -26) agree only to ~1e-4"
             )
     if isinstance(estimator, TemperatureScaler):
