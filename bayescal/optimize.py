@@ -106,8 +106,10 @@ DENSE_MAX_PARAMS = 600
 CHORD_START = 0.1
 CHORD_CONTRACTION = 0.25
 
-#: Newton-CG uses the block-Jacobi preconditioner up to this many classes.
+#: Newton-CG uses the block-Jacobi preconditioner up to this many classes,
+#: and rebuilds its preconditioner every ``PRECOND_REFRESH`` iterations.
 BLOCK_PRECOND_MAX_K = 200
+PRECOND_REFRESH = 3
 
 #: Step-length factor of the backtracking line search.
 BACKTRACK = 0.5
@@ -452,8 +454,10 @@ class _Problem:
             pen = np.concatenate([self.pen_diag[: k * k].reshape(k, k),
                                   self.pen_diag[k * k:, None]], axis=1)
             inv = np.empty((k, D, D))
+            root = np.sqrt(S)
             for a in range(k):
-                B = (xt * S[:, a:a + 1]).T @ xt
+                Xa = xt * root[:, a:a + 1]
+                B = Xa.T @ Xa  # symmetric product (BLAS syrk)
                 B[np.diag_indices(D)] += pen[a]
                 scale = max(float(np.max(np.diag(B))), 1e-300)
                 B[np.diag_indices(D)] += 1e-12 * scale  # flat directions of reg="none"
@@ -787,6 +791,7 @@ def fit_multinomial(
     n_hessp = 0
     n_hess = 0
     factor = None  # Cholesky factor of the last dense Hessian, reused by chord steps
+    precond, precond_age = None, 0  # Newton-CG preconditioner and its age in iterations
     chord = False
     for n_iter in range(max_iter + 1):  # noqa: B007 -- n_iter is reported
         gmax = _projected_gmax(st, lo, hi)
@@ -813,7 +818,11 @@ def fit_multinomial(
             step, factor = _newton_direction(prob.hess_dense(st), st.grad)
             n_hess += 1
         else:
-            step, used = _cg_direction(prob, st, gmax)
+            # The preconditioner only steers CG: rebuild it every few iterations.
+            if precond is None or precond_age >= PRECOND_REFRESH:
+                precond, precond_age = prob.preconditioner(st), 0
+            step, used = _cg_direction(prob, st, precond)
+            precond_age += 1
             n_hessp += used
         new, t = _line_search(prob, st, step, lo, hi)
         if new is None:
@@ -865,13 +874,12 @@ def _newton_direction(H: Array, g: Array) -> tuple[Array, Any]:
     )
 
 
-def _cg_direction(prob: _Problem, st: _State, gmax: float) -> tuple[Array, int]:
+def _cg_direction(prob: _Problem, st: _State, precond: Any) -> tuple[Array, int]:
     """Truncated preconditioned CG on ``H p = -g`` (Eisenstat-Walker forcing)."""
     g = st.grad
     gnorm = float(np.linalg.norm(g))
     eta = min(0.5, np.sqrt(gnorm))
     tol = eta * gnorm
-    precond = prob.preconditioner(st)
     p = np.zeros_like(g)
     r = -g.copy()
     z = precond(r)
