@@ -119,9 +119,9 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: Rows of scores turned into features at a time (about 8 MB of float64 at
+#: Rows of scores turned into features at a time (about 2 MB of float64 at
 #: k = 100): keeps memory bounded and the working set in cache.
-CHUNK_ELEMENTS = 1 << 20
+CHUNK_ELEMENTS = 1 << 18
 
 
 # ---------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def sufficient_statistics(
     kind : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
     chunk_rows : int, optional
-        Rows per chunk; default about ``2**20 / k``.
+        Rows per chunk; default about ``2**18 / k``.
 
     Returns
     -------
