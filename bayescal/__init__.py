@@ -5,7 +5,13 @@
 """
 
 from bayescal._validation import EPS
-from bayescal.calibrators import GenerativeDirichletCalibrator
+from bayescal.calibrators import (
+    DirichletCalibrator,
+    GenerativeDirichletCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+)
 from bayescal.datasets import make_dirgen
 from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
@@ -20,26 +26,41 @@ from bayescal.maps import (
 )
 from bayescal.metrics import (
     accuracy,
+    bootstrap_ci,
     brier_score,
     classwise_ece,
+    consistency_bands,
+    debiased_ece,
     expected_calibration_error,
     log_loss,
     max_calibration_error,
+    p_ece,
+    posterior_bands,
     reliability_table,
 )
+from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DirichletPrior",
     "EPS",
+    "DirichletCalibrator",
+    "FitResult",
+    "MatrixScaler",
+    "QuadraticPenalty",
+    "TemperatureScaler",
+    "VectorScaler",
     "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
+    "bootstrap_ci",
     "brier_score",
     "canonical_map",
     "canonical_to_dirlin",
     "classwise_ece",
+    "consistency_bands",
+    "debiased_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
     "dirichlet_logpdf",
@@ -47,10 +68,14 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
+    "fit_multinomial",
     "fit_dirichlet",
     "log_features",
     "log_loss",
     "make_dirgen",
+    "make_penalty",
     "max_calibration_error",
+    "p_ece",
+    "posterior_bands",
     "reliability_table",
 ]

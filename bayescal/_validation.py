@@ -10,12 +10,14 @@ and the only clipping anywhere in bayescal is the documented ``eps`` floor of
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "EPS",
@@ -24,13 +26,18 @@ __all__ = [
     "check_concentration",
     "check_dirichlet_statistics",
     "check_eps",
+    "check_features",
+    "check_fraction",
     "check_labels",
     "check_linear_params",
     "check_pi",
+    "check_sample_weight",
     "check_scores",
     "check_option",
     "check_positive_int",
     "check_nonnegative_float",
+    "check_proba_draws",
+    "check_rng",
 ]
 
 #: Default floor for probabilities before the logarithm: float64 machine
@@ -81,6 +88,33 @@ def check_nonnegative_float(value: Any, name: str, *, strict: bool = False) -> f
     return float(value)
 
 
+def check_fraction(value: Any, name: str) -> float:
+    """Check that ``value`` is a real number strictly between 0 and 1 (a level or quantile)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not np.isfinite(value)
+        or not 0.0 < value < 1.0
+    ):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """Turn ``None``, a non-negative integer seed or a Generator into a Generator.
+
+    Legacy ``RandomState`` objects and global seeding are not accepted, so a
+    result is reproducible exactly when the caller passes a seed or generator.
+    """
+    if rng is None or isinstance(rng, np.random.Generator):
+        return np.random.default_rng(rng)
+    if isinstance(rng, Integral) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng))
+    raise ValueError(
+        f"rng must be None, a non-negative integer seed or a numpy Generator; got {rng!r}"
+    )
+
+
 def check_eps(eps: Any) -> float:
     """Check the probability floor ``eps``: a float in (0, 1)."""
     if (
@@ -94,10 +128,17 @@ def check_eps(eps: Any) -> float:
 
 
 def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
+    if hasattr(scores, "tocsr") or hasattr(scores, "todense"):  # scipy.sparse
+        raise ValueError(
+            f"{name} must be a dense array: sparse input is not supported "
+            f"(got {type(scores).__name__}); call .toarray() first"
+        )
     try:
         arr = np.asarray(scores)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real: Complex data not supported (dtype {arr.dtype})")
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating)
         or np.issubdtype(arr.dtype, np.integer)
@@ -105,15 +146,20 @@ def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
     ):
         raise ValueError(f"{name} must be numeric; got dtype {arr.dtype}")
     if arr.ndim != 2:
+        hint = " Reshape your data: one row per sample, one column per class." * (arr.ndim == 1)
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes); got ndim={arr.ndim} "
-            f"with shape {arr.shape}"
+            f"with shape {arr.shape}.{hint}"
         )
     if arr.shape[0] < 1:
-        raise ValueError(f"{name} must have at least one row; got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have at least one row; got shape {arr.shape}: 0 sample(s) "
+            f"(shape={arr.shape}) while a minimum of 1 is required."
+        )
     if arr.shape[1] < 2:
         raise ValueError(
-            f"{name} must have at least 2 classes (columns); got shape {arr.shape}"
+            f"{name} must have at least 2 classes (columns); got shape {arr.shape}: "
+            f"{arr.shape[1]} feature(s) (shape={arr.shape}) while a minimum of 2 is required."
         )
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
@@ -189,6 +235,36 @@ def check_scores(
     return out
 
 
+def check_proba_draws(
+    proba_draws: ArrayLike, *, name: str = "proba_draws", n_samples: int | None = None
+) -> NDArray[np.float64]:
+    """Validate per-posterior-draw probabilities of shape ``(n_draws, n_samples, n_classes)``.
+
+    Every draw must be a valid probability matrix (see :func:`check_scores`);
+    the error names the first offending draw.
+    """
+    try:
+        arr = np.asarray(proba_draws)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D of shape (n_draws, n_samples, n_classes); got ndim="
+            f"{arr.ndim} with shape {arr.shape}"
+        )
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one draw; got shape {arr.shape}")
+    if n_samples is not None and arr.shape[1] != n_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} samples per draw but {n_samples} were expected "
+            f"(shape {arr.shape})"
+        )
+    out = np.empty(arr.shape, dtype=np.float64)
+    for d in range(arr.shape[0]):
+        out[d] = check_scores(arr[d], kind="probs", name=f"{name}[{d}]")
+    return out
+
+
 def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.intp]:
     """Validate class labels against the score columns.
 
@@ -209,8 +285,18 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     -------
     y : ndarray of shape (n_samples,), intp
     """
+    if y is None:
+        raise ValueError(
+            "y is missing: this estimator requires y to be passed, but the target y is None"
+        )
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is read as "
+            "shape (n_samples,)",
+            DataConversionWarning,
+            stacklevel=3,
+        )
         arr = arr.ravel()
     if arr.ndim != 1:
         raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
@@ -228,7 +314,8 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     integral = np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
     if integral is not None and not integral.all():
         raise ValueError(
-            f"y must hold integer class codes; got non-integer values {_show(arr[~integral])}"
+            "y must hold integer class codes; got continuous (non-integer) values "
+            f"{_show(arr[~integral])}"
         )
     out = arr.astype(np.intp)
     outside = (out < 0) | (out >= n_classes)
@@ -297,6 +384,37 @@ def check_pi(pi: ArrayLike, *, n_classes: int | None = None) -> NDArray[np.float
     return pi
 
 
+def check_features(x: ArrayLike, *, name: str = "x") -> NDArray[np.float64]:
+    """Validate a feature matrix (e.g. log-probabilities): 2-D, >= 2 columns, finite."""
+    arr = _as_2d_float(x, name).astype(np.float64, copy=False)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise ValueError(f"{name} contains NaN or inf (first at row {row}: {_show(arr[row])})")
+    return arr
+
+
+def check_sample_weight(sample_weight: ArrayLike | None, *, n_samples: int) -> NDArray[np.float64]:
+    """Validate sample weights: ``None`` (all ones) or finite, >= 0, shape (n,), sum > 0."""
+    if sample_weight is None:
+        return np.ones(n_samples)
+    sw = np.asarray(sample_weight)
+    if sw.ndim == 0:
+        sw = np.full(n_samples, sw)
+    if sw.ndim != 1 or sw.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},) to match the scores; got {sw.shape}"
+        )
+    if not (np.issubdtype(sw.dtype, np.floating) or np.issubdtype(sw.dtype, np.integer)):
+        raise ValueError(f"sample_weight must be numeric; got dtype {sw.dtype}")
+    sw = sw.astype(np.float64)
+    if not np.isfinite(sw).all() or (sw < 0).any():
+        raise ValueError(
+            f"sample_weight must be finite and >= 0; got {_show(sw[~np.isfinite(sw) | (sw < 0)])}"
+        )
+    if sw.sum() <= 0:
+        raise ValueError("sample_weight must have a positive sum; got all zeros")
+    return sw
 def check_concentration(
     alpha: ArrayLike, *, n_classes: int | None = None, name: str = "alpha"
 ) -> NDArray[np.float64]:
