@@ -311,9 +311,11 @@ def sufficient_statistics(
     """
     check_option(kind, "kind", ("probs", "logits"))
     eps = check_eps(eps)
+    if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
+        check_scores(scores, kind=kind)  # raises: sparse input is not supported
     s = np.asarray(scores)
-    if s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 2:
-        check_scores(s, kind=kind)  # raises, worded by the shared check
+    if s.dtype == object or s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 2:
+        check_scores(scores, kind=kind)  # raises, worded by the shared check
     n, k = s.shape
     labels = check_labels(y, n_samples=n, n_classes=k)
     step = (
