@@ -5,7 +5,7 @@ dominate because ODIR and L2 choose their strengths by 3-fold CV)::
 
     PYTHONPATH=. OPENBLAS_NUM_THREADS=1 python benchmarks/figure_generative_vs_discriminative.py
 
-Writes ``docs/images/generative_vs_discriminative.png`` and prints the
+Writes ``docs/_static/generative_vs_discriminative.png`` and prints the
 markdown tables quoted in the docs page.
 """
 
@@ -58,7 +58,7 @@ def dnn_table(rows) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "dnn"))
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images"
+    parser.add_argument("--out", default=str(ROOT / "docs" / "_static"
                                              / "generative_vs_discriminative.png"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-k100", action="store_true")
