@@ -18,6 +18,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import matplotlib  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -91,6 +92,9 @@ def main() -> None:
     axes[1, 0].set_title("(b) mixture class-conditionals (misspecified): TV")
     plot_dnn(dnn, metric="log_loss", ax=axes[1, 1])
     axes[1, 1].set_yscale("log")
+    axes[1, 1].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axes[1, 1].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes[1, 1].set_yticks([0.5, 0.75, 1, 2, 3, 5])
     axes[1, 1].set_title("(c) CIFAR networks: test log-loss / uncalibrated")
     fig.tight_layout()
     out = Path(args.out)
