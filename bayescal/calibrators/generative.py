@@ -273,7 +273,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         ValueError
             Bad input, or (without ``prior``) a class with no finite MLE; the
             message names the class and the count or statistic at fault.
-            Nothing is fitted then.
+            The estimator's state is then left as it was.
         """
         self._check_params()
         stats = self._statistics(scores, y)
