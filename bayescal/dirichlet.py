@@ -489,14 +489,20 @@ def _newton(
         a, sr, fr, gr = alpha[rows], s[rows], f[rows], g[rows]
         d = _newton_direction(a, gr)
         slope = np.einsum("ij,ij->i", gr, d)  # > 0: H is negative definite
+        # ... in exact arithmetic; at huge concentrations the Sherman-Morrison
+        # denominator cancels, so a row whose direction is not an ascent (or
+        # not finite) goes straight to the fixed-point step below.
+        usable = np.isfinite(slope) & (slope > 0)
         # Armijo with a rounding allowance: l is a difference of terms as large
         # as lnGamma(alpha_0), so near the optimum its computed increase is
         # below their float resolution; such steps are still taken.
         slack = 16.0 * np.finfo(np.float64).eps * scale[rows]
         t = np.ones(rows.size)
         new_a, new_f = a.copy(), fr.copy()
-        pending = np.ones(rows.size, dtype=bool)
+        pending = usable.copy()
         for _ in range(40):
+            if not pending.any():
+                break
             cand = a + t[:, None] * d
             positive = pending & np.all(cand > 0, axis=1)
             cand = np.where(positive[:, None], cand, a)
@@ -504,9 +510,8 @@ def _newton(
             ok = positive & (f_cand >= fr + 1e-4 * t * slope - slack)
             new_a[ok], new_f[ok] = cand[ok], f_cand[ok]
             pending &= ~ok
-            if not pending.any():
-                break
             t = np.where(pending, 0.5 * t, t)
+        pending |= ~usable
         if pending.any():
             # Minka's fixed point: always an ascent, always positive.
             fp = inverse_digamma(digamma(a[pending].sum(axis=1))[:, None] + sr[pending])
@@ -520,7 +525,10 @@ def _newton(
         alpha[rows], f[rows] = new_a, new_f
         _, scale[rows] = _rows_loglik(new_a, sr)
         g[rows] = digamma(new_a.sum(axis=1))[:, None] - digamma(new_a) + sr
-    return alpha, f, np.max(np.abs(g), axis=1), n_iter, messages
+    gnorm = np.max(np.abs(g), axis=1)
+    for i in np.flatnonzero(gnorm <= tol):  # e.g. a rejected polishing step
+        messages[i] = "gradient below tol"
+    return alpha, f, gnorm, n_iter, messages
 
 
 def _fit_rows(
