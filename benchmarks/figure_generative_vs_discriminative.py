@@ -70,8 +70,9 @@ def main() -> None:
     mixture = compare_synthetic(ns, k=3, scenario="mixture", repeats=args.repeats,
                                 methods=methods)
     # k = 10 networks: every method. k = 100 networks: the generative fits
-    # only, because one discriminative fit of 10,100 parameters took about
-    # 4 minutes on this machine (so a 3-fold CV over the penalty grid, hours).
+    # only, because one discriminative fit of 10,100 parameters takes about
+    # 30 s on the 2-core machine, and the default 3-fold CV over the ODIR
+    # grid needs about 108 of them per network.
     data_dir = Path(args.data_dir)
     dnn = compare_dnn(data_dir, files=[p.name for p in sorted(data_dir.glob("*cifar10_*.npz"))],
                       methods=["generative", "generative_prior", "odir", "l2"])
