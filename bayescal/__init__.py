@@ -43,15 +43,15 @@ from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "DirichletCalibrator",
     "DirichletPrior",
     "EPS",
-    "DirichletCalibrator",
     "FitResult",
+    "GenerativeDirichletCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
     "TemperatureScaler",
     "VectorScaler",
-    "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
     "bootstrap_ci",
@@ -68,8 +68,8 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
-    "fit_multinomial",
     "fit_dirichlet",
+    "fit_multinomial",
     "log_features",
     "log_loss",
     "make_dirgen",
