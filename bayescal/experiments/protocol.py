@@ -147,6 +147,9 @@ def inner_classifier_folds(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             warnings.filterwarnings("ignore", message="Variables are collinear")
+            # SVC(probability=True) is deprecated in scikit-learn 1.9 (removal in
+            # 1.11) but is what the paper used; see classifiers.py
+            warnings.filterwarnings("ignore", message="The `probability` parameter")
             model.fit(X_train[tr], y_train[tr])
             s_cal = class_scores(model, X_train[cal], n_classes)
             s_test = class_scores(model, X_test, n_classes)
