@@ -58,8 +58,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize
-from scipy.special import expit, log_expit
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.isotonic import IsotonicRegression
 from sklearn.utils.validation import check_is_fitted
@@ -178,8 +177,8 @@ class BetaCalibrator(OneVsRestCalibratorMixin):
         ``reg * (a**2 + b**2)``; keeps separable classes finite.
     eps : float, default=EPS
         Scores are floored to ``[eps, 1 - eps]`` before the logarithms.
-    max_iter : int, default=1000
-        L-BFGS-B iteration limit.
+    max_iter : int, default=100
+        Newton iteration limit per face.
 
     Attributes
     ----------
@@ -201,7 +200,7 @@ class BetaCalibrator(OneVsRestCalibratorMixin):
     True
     """
 
-    def __init__(self, *, reg: float = 1e-8, eps: float = EPS, max_iter: int = 1000) -> None:
+    def __init__(self, *, reg: float = 1e-8, eps: float = EPS, max_iter: int = 100) -> None:
         self.reg = reg
         self.eps = eps
         self.max_iter = max_iter
@@ -218,29 +217,60 @@ class BetaCalibrator(OneVsRestCalibratorMixin):
         return np.column_stack([np.log(s), -np.log1p(-s), np.ones_like(s)])
 
     def _fit_binary(self, s: NDArray[np.float64], t: NDArray[np.float64]) -> NDArray[np.float64]:
+        # Box constraints a, b >= 0 by enumerating the faces of the box: the
+        # convex problem's constrained optimum is the restricted minimiser of
+        # some face, and it is the feasible restricted minimiser of lowest loss.
         x = self._features(s)
-        n = len(t)
-        reg = float(self.reg)
-        ridge = np.array([1.0, 1.0, 0.0])
+        best_loss, best = np.inf, np.zeros(3)
+        for free in ((0, 1, 2), (1, 2), (0, 2), (2,)):
+            theta, loss = self._newton(x[:, free], t, np.array([f < 2 for f in free]))
+            if (theta[:-1] >= 0).all() and loss < best_loss:
+                best_loss = loss
+                best = np.zeros(3)
+                best[list(free)] = theta
+            if free == (0, 1, 2) and np.isfinite(loss) and (theta[:-1] >= 0).all():
+                break  # the unconstrained optimum is feasible
+        return best
 
-        def loss_grad(theta: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    def _newton(
+        self, x: NDArray[np.float64], t: NDArray[np.float64], ridge: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.float64], float]:
+        """Damped Newton for ``mean logloss(sigma(x @ theta), t) + reg * |theta_ridge|^2``."""
+        n, d = x.shape
+        reg = 2.0 * float(self.reg) * ridge
+
+        def loss_of(theta: NDArray[np.float64]) -> float:
             z = x @ theta
-            # -[t ln sig(z) + (1-t) ln sig(-z)], stable for large |z|
-            loss = -np.sum(t * log_expit(z) + (1.0 - t) * log_expit(-z)) / n
-            grad = x.T @ (expit(z) - t) / n
-            loss += reg * np.sum(ridge * theta**2)
-            grad = grad + 2.0 * reg * ridge * theta
-            return float(loss), grad
+            # -[t ln sig(z) + (1-t) ln sig(-z)] = softplus(z) - t z
+            nll = np.sum(np.logaddexp(0.0, z) - t * z) / n
+            return float(nll + 0.5 * np.sum(reg * theta**2))
 
-        res = minimize(
-            loss_grad,
-            np.array([1.0, 1.0, 0.0]),  # the identity map g(s) = s
-            jac=True,
-            method="L-BFGS-B",
-            bounds=[(0.0, None), (0.0, None), (None, None)],
-            options={"maxiter": int(self.max_iter)},
-        )
-        return np.asarray(res.x, dtype=np.float64)
+        theta = np.zeros(d)
+        theta[:-1] = 1.0  # start at the identity map where a and b are free
+        loss = loss_of(theta)
+        for _ in range(int(self.max_iter)):
+            p = expit(x @ theta)
+            grad = x.T @ (p - t) / n + reg * theta
+            if np.max(np.abs(grad)) < 1e-10:
+                break
+            hess = (x * (p * (1.0 - p))[:, None]).T @ x / n + np.diag(reg + 1e-12)
+            try:
+                step = np.linalg.solve(hess, grad)
+            except np.linalg.LinAlgError:
+                step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+            if float(grad @ step) < 1e-14:  # Newton decrement: converged to rounding
+                break
+            alpha = 1.0
+            while True:  # backtracking (Armijo) line search
+                cand = theta - alpha * step
+                new = loss_of(cand)
+                if new <= loss - 1e-4 * alpha * float(grad @ step) or alpha < 1e-10:
+                    break
+                alpha *= 0.5
+            if alpha < 1e-10:
+                break
+            theta, loss = cand, new
+        return theta, loss
 
     def _predict_binary(
         self, state: NDArray[np.float64], s: NDArray[np.float64]
