@@ -86,7 +86,7 @@ class UCIConfig:
         return {
             "suite": "uci", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "n_inner": self.n_inner, "seed": self.seed, "n_resamples": self.n_resamples,
-            "sklearn": sklearn.__version__,
+            "sklearn": sklearn.__version__, "p_ece": p_ece_available() is None,
         }  # fmt: skip
 
 
@@ -106,6 +106,7 @@ class DNNConfig:
         return {
             "suite": "dnn", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "seed": self.seed, "n_resamples": self.n_resamples,
+            "p_ece": p_ece_available() is None,
         }  # fmt: skip
 
 
