@@ -5,7 +5,8 @@
 """
 
 from bayescal._validation import EPS
-from bayescal.datasets import make_dirgen
+from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
+from bayescal.datasets import load_uci, make_dirgen
 from bayescal.maps import (
     canonical_map,
     canonical_to_dirlin,
@@ -30,6 +31,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EPS",
+    "BetaCalibrator",
+    "BinningCalibrator",
+    "IsotonicCalibrator",
     "__version__",
     "accuracy",
     "brier_score",
@@ -43,6 +47,7 @@ __all__ = [
     "dirlin_to_dirgen",
     "expected_calibration_error",
     "log_features",
+    "load_uci",
     "log_loss",
     "make_dirgen",
     "max_calibration_error",
