@@ -5,7 +5,15 @@
 """
 
 from bayescal._validation import EPS
-from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
+from bayescal.calibrators import (
+    BetaCalibrator,
+    BinningCalibrator,
+    DirichletCalibrator,
+    IsotonicCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+)
 from bayescal.datasets import load_uci, make_dirgen
 from bayescal.maps import (
     canonical_map,
@@ -26,6 +34,7 @@ from bayescal.metrics import (
     max_calibration_error,
     reliability_table,
 )
+from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __version__ = "0.1.0"
 
@@ -33,7 +42,13 @@ __all__ = [
     "EPS",
     "BetaCalibrator",
     "BinningCalibrator",
+    "DirichletCalibrator",
+    "FitResult",
     "IsotonicCalibrator",
+    "MatrixScaler",
+    "QuadraticPenalty",
+    "TemperatureScaler",
+    "VectorScaler",
     "__version__",
     "accuracy",
     "brier_score",
@@ -46,10 +61,12 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
+    "fit_multinomial",
     "log_features",
     "load_uci",
     "log_loss",
     "make_dirgen",
+    "make_penalty",
     "max_calibration_error",
     "reliability_table",
 ]

@@ -1,5 +1,17 @@
-"""Scikit-learn style calibrators (fit / predict_proba)."""
+"""Scikit-learn style calibrators: the Dirichlet family and one-vs-rest baselines."""
 
+from bayescal.calibrators._base import FamilyCalibratorMixin
+from bayescal.calibrators.dirichlet import DirichletCalibrator, MatrixScaler
 from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
+from bayescal.calibrators.scaling import TemperatureScaler, VectorScaler
 
-__all__ = ["BetaCalibrator", "BinningCalibrator", "IsotonicCalibrator"]
+__all__ = [
+    "BetaCalibrator",
+    "BinningCalibrator",
+    "DirichletCalibrator",
+    "FamilyCalibratorMixin",
+    "IsotonicCalibrator",
+    "MatrixScaler",
+    "TemperatureScaler",
+    "VectorScaler",
+]
