@@ -27,12 +27,14 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
-from bayescal._validation import check_labels, check_scores
+from bayescal._validation import EPS, check_labels, check_scores
+from bayescal.maps import log_features
 
 __all__ = [
     "DNN_METHODS",
+    "OnLogProbs",
     "L2_GRID",
     "Method",
     "ODIR_GRID",
@@ -45,6 +47,40 @@ __all__ = [
 L2_GRID: tuple[float, ...] = tuple(10.0**e for e in range(3, -8, -1))
 ODIR_GRID: tuple[float, ...] = (1e3, 1e1, 1e-1, 1e-3, 1e-5, 1e-7)
 BIN_GRID: tuple[int, ...] = (5, 10, 15, 20, 25, 30)
+
+
+class OnLogProbs(BaseEstimator):
+    """Run a logit-only calibrator on ``ln max(q, eps)`` of probability scores.
+
+    Temperature and vector scaling (:class:`~bayescal.TemperatureScaler`,
+    :class:`~bayescal.VectorScaler`) take logits. The experiments only have
+    probabilities, so they feed these calibrators the floored log-probabilities
+    (:func:`bayescal.maps.log_features`), which equal the true logits up to a
+    per-row constant: exactly equivalent for temperature scaling, and the
+    "logits" that vector scaling sees in the DNN suite.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A calibrator whose ``fit``/``predict_proba`` take logits.
+    eps : float, default=EPS
+    """
+
+    def __init__(self, *, estimator: Any, eps: float = EPS) -> None:
+        self.estimator = estimator
+        self.eps = eps
+
+    def fit(self, scores: ArrayLike, y: ArrayLike) -> OnLogProbs:
+        """Fit a clone of ``estimator`` on the log-probabilities."""
+        self.estimator_ = clone(self.estimator).fit(
+            log_features(check_scores(scores, kind="probs"), kind="probs", eps=self.eps), y
+        )
+        return self
+
+    def predict_proba(self, scores: ArrayLike) -> NDArray[np.float64]:
+        """Calibrated probabilities of the wrapped estimator."""
+        x = log_features(check_scores(scores, kind="probs"), kind="probs", eps=self.eps)
+        return self.estimator_.predict_proba(x)
 
 
 class Uncalibrated(BaseEstimator):
@@ -78,6 +114,8 @@ class Method:
         Keyword arguments passed to every instance.
     grid : tuple of dict
         Hyperparameter candidates; empty means one fit with ``fixed`` only.
+    on_log_probs : bool
+        Wrap the estimator in :class:`OnLogProbs` (for logit-only scalers).
     """
 
     name: str
@@ -85,6 +123,7 @@ class Method:
     target: str
     fixed: dict[str, Any] = field(default_factory=dict)
     grid: tuple[dict[str, Any], ...] = ()
+    on_log_probs: bool = False
 
     def resolve(self) -> type:
         """Import the estimator class (raises ImportError/AttributeError if absent)."""
@@ -105,12 +144,14 @@ class Method:
 
     def build(self, params: dict[str, Any]) -> Any:
         """A fresh estimator with ``fixed`` and ``params``."""
-        return self.resolve()(**self.fixed, **params)
+        est = self.resolve()(**self.fixed, **params)
+        return OnLogProbs(estimator=est) if self.on_log_probs else est
 
     def fingerprint(self) -> str:
         """Hash of everything that defines the method's results."""
         blob = json.dumps(
-            {"target": self.target, "fixed": self.fixed, "grid": list(self.grid)},
+            {"target": self.target, "fixed": self.fixed, "grid": list(self.grid),
+             "on_log_probs": self.on_log_probs},  # fmt: skip
             sort_keys=True,
             default=repr,
         )
@@ -134,7 +175,7 @@ def method_table(*, odir_grid: tuple[float, ...] = ODIR_GRID) -> dict[str, Metho
         m.name: m
         for m in (
             Method("uncal", "Uncal.", "bayescal.experiments.calibrators:Uncalibrated"),
-            Method("temp", "Temp. scaling", f"{_CAL}:TemperatureScaler"),
+            Method("temp", "Temp. scaling", f"{_CAL}:TemperatureScaler", on_log_probs=True),
             Method(
                 "dir_l2", "Dir-L2", f"{_CAL}:DirichletCalibrator",
                 {"reg": "l2"}, _grid(reg_lambda=L2_GRID),
@@ -153,10 +194,10 @@ def method_table(*, odir_grid: tuple[float, ...] = ODIR_GRID) -> dict[str, Metho
                 "freq_bin", "Freq. bin", f"{_CAL}.ovr:BinningCalibrator",
                 {"strategy": "frequency"}, _grid(n_bins=BIN_GRID),
             ),
-            Method("vector", "Vector scaling", f"{_CAL}:VectorScaler"),
+            Method("vector", "Vector scaling", f"{_CAL}:VectorScaler", on_log_probs=True),
             Method(
                 "ms_odir", "MS-ODIR", f"{_CAL}:MatrixScaler",
-                {"reg": "odir"}, _grid(reg_lambda=odir_grid, reg_mu=odir_grid),
+                {"reg": "odir", "input": "probs"}, _grid(reg_lambda=odir_grid, reg_mu=odir_grid),
             ),
             Method("dir_gen", "Dir-Gen (ML)", f"{_CAL}:GenerativeDirichletCalibrator"),
             Method(
