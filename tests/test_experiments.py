@@ -68,6 +68,12 @@ def test_cache_round_trip_merge_and_missing(tmp_path):
     assert set(rows) == {"a", "b"} and np.isnan(rows["a"]["x"]) and rows["b"]["x"] == np.inf
     assert cache.missing(key, {"a": "f1", "b": "OLD", "c": "f3"}) == ["b", "c"]
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["iris__tree__0__1.json"]
+    cache.save(key, [], {"y_test": np.arange(3), "proba:a": np.eye(3)})
+    cache.save(key, [], {"proba:b": np.ones((3, 3)) / 3})
+    arrays = cache.load_arrays(key)
+    assert sorted(arrays) == ["proba:a", "proba:b", "y_test"]
+    np.testing.assert_array_equal(arrays["proba:a"], np.eye(3))
+    assert set(cache.load(key)) == {"a", "b"}
 
 
 def test_protocol_fingerprint_is_order_free():
@@ -213,10 +219,12 @@ def test_reproduce_small_run_resumes_without_recomputing(shared_data, tmp_path):
     assert manifest["settings_computed_this_run"] == 2
     assert manifest["methods_ran"] == ["uncal", "beta"]
     (cache_dir,) = (out / "cache").iterdir()
-    files = sorted(cache_dir.iterdir())
-    assert len(files) == 2
-    # a run killed after one setting: delete the other file, rerun
+    files = sorted(cache_dir.glob("*.json"))
+    assert len(files) == 2 and len(list(cache_dir.glob("*.npz"))) == 2
+    assert not list(cache_dir.glob(".*"))  # no temporary files left behind
+    # a run killed after one setting: delete the other setting's files, rerun
     files[1].unlink()
+    files[1].with_suffix(".npz").unlink()
     stamp = files[0].stat().st_mtime_ns
     df2 = reproduce("uci", data_dir=shared_data / "uci", out=out, progress=False, **SMALL)
     manifest = json.loads((out / "uci_manifest.json").read_text())
@@ -314,3 +322,27 @@ def test_quick_suite_runs_every_available_method(shared_data, tmp_path):
     # every calibrator improves on the uncalibrated log-loss of the naive Bayes classifier
     nb = df[df.classifier == "nbayes"].groupby("method")["log_loss"].mean()
     assert (nb.drop("uncal") < nb["uncal"]).all()
+
+
+def test_p_cw_ece_is_backfilled_from_stored_probabilities(shared_data, tmp_path, monkeypatch):
+    from bayescal import metrics
+
+    monkeypatch.delattr(metrics, "p_ece", raising=False)
+    df = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path, progress=False, **SMALL)
+    assert df["p_cw_ece"].isna().all()
+    manifest = json.loads((tmp_path / "uci_manifest.json").read_text())
+    assert "p_ece is not available" in manifest["metric_notes"]["p_cw_ece"]
+    seen = []
+
+    def fake_p_ece(y, proba, *, metric, n_bins, n_resamples, rng):
+        seen.append((metric, n_bins, proba.shape))
+        return 0.25
+
+    monkeypatch.setattr(metrics, "p_ece", fake_p_ece, raising=False)
+    df = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path, progress=False, **SMALL)
+    manifest = json.loads((tmp_path / "uci_manifest.json").read_text())
+    assert manifest["settings_computed_this_run"] == 0  # nothing refitted
+    assert (df["p_cw_ece"] == 0.25).all() and len(seen) == 4
+    assert seen[0][:2] == ("classwise", 15)
+    df = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path, progress=False, **SMALL)
+    assert len(seen) == 4  # stored in the cache, not recomputed

@@ -2,9 +2,12 @@
 
 One small JSON file per setting (UCI: ``(dataset, classifier, repeat, fold)``;
 deep networks: ``(model,)``) holds one result row per method, each tagged with
-the method's fingerprint. Files are written atomically (a temporary file in
-the same directory, then :func:`os.replace`), so a run killed at any moment
-leaves either the previous file or the complete new one, never a torn file.
+the method's fingerprint; a compressed ``.npz`` beside it keeps the test labels
+and every method's calibrated test probabilities, so measures can be added or
+recomputed later without refitting anything. Files are written atomically (a
+temporary file in the same directory, then :func:`os.replace`; the arrays
+before the rows that refer to them), so a run killed at any moment leaves
+either the previous files or the complete new ones, never a torn file.
 
 A later run with the same protocol (same directory, see
 :func:`protocol_fingerprint`) reuses every row whose method fingerprint still
@@ -21,6 +24,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["SettingCache", "protocol_fingerprint"]
 
@@ -82,23 +87,44 @@ class SettingCache:
         have = self.load(key)
         return [m for m, fp in fingerprints.items() if have.get(m, {}).get("fingerprint") != fp]
 
-    def save(self, key: tuple[Any, ...], rows: list[dict[str, Any]]) -> Path:
-        """Merge ``rows`` (by method) into the setting's file, atomically."""
+    def load_arrays(self, key: tuple[Any, ...]) -> dict[str, np.ndarray]:
+        """Cached arrays of a setting (empty if none)."""
+        p = self.path(key).with_suffix(".npz")
+        if not p.is_file():
+            return {}
+        with np.load(p, allow_pickle=False) as f:
+            return {name: f[name] for name in f.files}
+
+    def _replace(self, target: Path, write: Any) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.root)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def save(
+        self,
+        key: tuple[Any, ...],
+        rows: list[dict[str, Any]],
+        arrays: dict[str, np.ndarray] | None = None,
+    ) -> Path:
+        """Merge ``rows`` (by method) and ``arrays`` (by name) into the setting's files."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if arrays:
+            stored = {**self.load_arrays(key), **arrays}
+            self._replace(self.path(key).with_suffix(".npz"),
+                          lambda f: np.savez_compressed(f, **stored))  # fmt: skip
         merged = self.load(key)
         for row in rows:
             merged[row["method"]] = row
         p = self.path(key)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=".tmp", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(_encode({"key": list(key), "rows": list(merged.values())}), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        blob = json.dumps(_encode({"key": list(key), "rows": list(merged.values())}))
+        self._replace(p, lambda f: f.write(blob.encode("utf-8")))
         return p
 
     def all_rows(self) -> list[dict[str, Any]]:

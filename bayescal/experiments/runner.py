@@ -55,7 +55,7 @@ from bayescal.experiments.protocol import (
     outer_splits,
     shuffled,
 )
-from bayescal.experiments.scoring import METRICS, p_ece_available, score_all
+from bayescal.experiments.scoring import METRICS, N_BINS, p_ece_available, score_all
 from bayescal.experiments.tables import dnn_table_markdown, rank_summary, rank_table_markdown
 
 __all__ = ["QUICK_CLASSIFIERS", "QUICK_DATASETS", "DNNConfig", "UCIConfig", "run_dnn", "run_uci"]
@@ -86,7 +86,7 @@ class UCIConfig:
         return {
             "suite": "uci", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "n_inner": self.n_inner, "seed": self.seed, "n_resamples": self.n_resamples,
-            "sklearn": sklearn.__version__, "p_ece": p_ece_available() is None,
+            "sklearn": sklearn.__version__,
         }  # fmt: skip
 
 
@@ -106,7 +106,6 @@ class DNNConfig:
         return {
             "suite": "dnn", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "seed": self.seed, "n_resamples": self.n_resamples,
-            "p_ece": p_ece_available() is None,
         }  # fmt: skip
 
 
@@ -141,8 +140,8 @@ def _run_methods(
     *,
     base: dict[str, Any],
     n_resamples: int,
-) -> list[dict[str, Any]]:
-    rows = []
+) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    rows, arrays = [], {"y_test": np.asarray(y_test)}
     for m in methods:
         res = cross_fit(m, folds)
         row: dict[str, Any] = {**base, "method": m.name, "fingerprint": m.fingerprint()}
@@ -150,9 +149,10 @@ def _run_methods(
             row.update(dict.fromkeys(METRICS, float("nan")))
             row["error"] = " | ".join(res.errors)[:2000]
         else:
-            rng = np.random.default_rng(_seed(*base.values(), m.name))
-            row.update(score_all(y_test, res.proba, rng=rng, n_resamples=n_resamples))
+            row.update(score_all(y_test, res.proba, rng=_metric_rng(row),
+                                 n_resamples=n_resamples))  # fmt: skip
             row["error"] = " | ".join(res.errors)[:2000]
+            arrays[f"proba:{m.name}"] = res.proba
         row.update(
             params=json.dumps(res.params, sort_keys=True),
             val_log_loss=res.val_log_loss,
@@ -161,14 +161,20 @@ def _run_methods(
             n_convergence_warnings=res.n_convergence_warnings,
         )
         rows.append(row)
-    return rows
+    return rows, arrays
+
+
+def _metric_rng(row: dict[str, Any]) -> np.random.Generator:
+    """Generator of a row's resampling test, a function of the row's identity."""
+    ident = [row[k] for k in ("suite", "dataset", "classifier", "repeat", "fold", "method")]
+    return np.random.default_rng(_seed(*ident))
 
 
 def _uci_task(
     dataset: str, X: np.ndarray, y: np.ndarray, n_classes: int, classifier: str,
     repeat: int, fold: int, tr: np.ndarray, te: np.ndarray, methods: list[Method],
     cfg: UCIConfig,
-) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[tuple[Any, ...], list[dict[str, Any]], dict[str, np.ndarray]]:  # fmt: skip
     """One (dataset, classifier, repeat, fold): train classifiers, run methods."""
     key = (dataset, classifier, repeat, fold)
     base = {"suite": "uci", "dataset": dataset, "classifier": classifier,
@@ -185,26 +191,27 @@ def _uci_task(
             {**base, "method": m.name, "fingerprint": m.fingerprint(),
              **dict.fromkeys(METRICS, float("nan")), "error": msg}  # fmt: skip
             for m in methods
-        ]
-    rows = _run_methods(methods, folds, y[te], base=base, n_resamples=cfg.n_resamples)
+        ], {}
+    rows, arrays = _run_methods(methods, folds, y[te], base=base, n_resamples=cfg.n_resamples)
     for r in rows:
         r["classifier_seconds"] = clf_seconds
         r["n_test"] = len(te)
-    return key, rows
+    return key, rows, arrays
 
 
 def _dnn_task(
     model: str, probs: np.ndarray, y: np.ndarray, idx_val: np.ndarray, idx_test: np.ndarray,
     method: Method, cfg: DNNConfig,
-) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[tuple[Any, ...], list[dict[str, Any]], dict[str, np.ndarray]]:  # fmt: skip
     """One (network, method) of the deep-network protocol."""
     folds = holdout_folds(
         probs[idx_val], y[idx_val], probs[idx_test], n_folds=cfg.n_folds, seed=cfg.seed
     )
     base = {"suite": "dnn", "dataset": model, "classifier": "dnn", "repeat": 0, "fold": 0}
-    rows = _run_methods([method], folds, y[idx_test], base=base, n_resamples=cfg.n_resamples)
+    rows, arrays = _run_methods([method], folds, y[idx_test], base=base,
+                                n_resamples=cfg.n_resamples)  # fmt: skip
     rows[0]["n_test"] = len(idx_test)
-    return (model,), rows
+    return (model,), rows, arrays
 
 
 @contextlib.contextmanager
@@ -228,8 +235,8 @@ def _execute(
 
     with _backend(scheduler), tqdm(total=len(tasks), desc=desc, disable=not progress) as bar:
         parallel = joblib.Parallel(n_jobs=jobs, return_as="generator_unordered")
-        for key, rows in parallel(joblib.delayed(func)(*t) for t in tasks):
-            cache.save(key, rows)
+        for key, rows, arrays in parallel(joblib.delayed(func)(*t) for t in tasks):
+            cache.save(key, rows, arrays)
             bar.update(1)
 
 
@@ -244,13 +251,30 @@ def _write_text(path: Path, text: str) -> None:
         raise
 
 
-def _collect(cache: SettingCache, keys: set[tuple[Any, ...]], plan: _Plan) -> pd.DataFrame:
+def _collect(
+    cache: SettingCache, keys: set[tuple[Any, ...]], plan: _Plan, n_resamples: int
+) -> pd.DataFrame:
+    """Rows of the current methods; p-cw-ECE filled in from stored probabilities
+    for rows cached while ``bayescal.metrics.p_ece`` was unavailable."""
+    from bayescal import metrics
+
     fps = {n: m.fingerprint() for n, m in plan.methods.items()}
+    can_backfill = p_ece_available() is None
     rows = []
     for key in sorted(keys, key=str):
-        for name, row in cache.load(key).items():
-            if fps.get(name) == row.get("fingerprint"):
-                rows.append(row)
+        current = [r for n, r in cache.load(key).items() if fps.get(n) == r.get("fingerprint")]
+        stale = [r for r in current if can_backfill and not r.get("error")
+                 and np.isnan(r.get("p_cw_ece", np.nan))]  # fmt: skip
+        if stale:
+            arrays = cache.load_arrays(key)
+            for r in stale:
+                name = f"proba:{r['method']}"
+                if name in arrays:
+                    r["p_cw_ece"] = float(metrics.p_ece(
+                        arrays["y_test"], arrays[name], metric="classwise", n_bins=N_BINS,
+                        n_resamples=n_resamples, rng=_metric_rng(r)))  # fmt: skip
+            cache.save(key, stale)
+        rows.extend(current)
     return pd.DataFrame(rows)
 
 
@@ -312,11 +336,11 @@ def run_uci(
                 if missing:
                     ms = [plan.methods[m] for m in missing]
                     tasks.append((name, X, y, ds.n_classes, clf, r, f, tr, te, ms, cfg))
-    # most expensive first keeps the workers busy at the end of the run
-    tasks.sort(key=lambda t: -len(t[2]) * len(t[9]))
+    # cheapest first: an interrupted run has as many complete blocks as possible
+    tasks.sort(key=lambda t: (len(t[2]) * t[3] ** 2, t[0], t[4], t[5], t[6]))
     _execute(tasks, _uci_task, cache, jobs=jobs, progress=progress, desc="uci settings",
              scheduler=scheduler)  # fmt: skip
-    df = _collect(cache, keys, plan)
+    df = _collect(cache, keys, plan, cfg.n_resamples)
     out.mkdir(parents=True, exist_ok=True)
     _write_outputs(out, "uci", df, _uci_tables(df, plan),
                    _manifest("uci", cfg, plan, fp, df, time.perf_counter() - t0,
@@ -402,10 +426,10 @@ def run_dnn(
         keys.add(key)
         for name in cache.missing(key, fps):
             tasks.append((path.stem, probs, y, idx_val, idx_test, plan.methods[name], cfg))
-    tasks.sort(key=lambda t: -t[1].shape[1])
+    tasks.sort(key=lambda t: (t[1].shape[1], len(t[5].candidates())))
     _execute(tasks, _dnn_task, cache, jobs=jobs, progress=progress, desc="dnn fits",
              scheduler=scheduler)  # fmt: skip
-    df = _collect(cache, keys, plan)
+    df = _collect(cache, keys, plan, cfg.n_resamples)
     out.mkdir(parents=True, exist_ok=True)
     _write_outputs(out, "dnn", df, _dnn_tables(df, plan),
                    _manifest("dnn", cfg, plan, fp, df, time.perf_counter() - t0,
