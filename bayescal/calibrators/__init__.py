@@ -2,6 +2,7 @@
 
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.calibrators.dirichlet import DirichletCalibrator, MatrixScaler
+from bayescal.calibrators.generative import GenerativeDirichletCalibrator
 from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
 from bayescal.calibrators.scaling import TemperatureScaler, VectorScaler
 
@@ -10,6 +11,7 @@ __all__ = [
     "BinningCalibrator",
     "DirichletCalibrator",
     "FamilyCalibratorMixin",
+    "GenerativeDirichletCalibrator",
     "IsotonicCalibrator",
     "MatrixScaler",
     "TemperatureScaler",
