@@ -289,6 +289,9 @@ def test_cli_parser(shared_data, tmp_path, capsys):
          "uncal,beta", "--repeats", "1", "--folds", "2", "--no-progress"]
     )  # fmt: skip
     assert args.methods == ["uncal", "beta"] and args.folds == 2
+    grids = parser.parse_args(["reproduce", "--suite", "dnn", "--out", "x",
+                               "--odir-grid", "1e3,10", "--l2-grid", "0.5"])  # fmt: skip
+    assert grids.odir_grid == [1000.0, 10.0] and grids.l2_grid == [0.5]
     assert args.func(args) == 0
     assert "4 result rows" in capsys.readouterr().out
 

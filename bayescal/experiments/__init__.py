@@ -58,6 +58,8 @@ def reproduce(
     n_repeats: int | None = None,
     n_folds: int | None = None,
     scheduler: str | None = None,
+    odir_grid: Sequence[float] | None = None,
+    l2_grid: Sequence[float] | None = None,
 ) -> pd.DataFrame:
     """Run (or resume) one of the paper's experimental suites.
 
@@ -89,6 +91,10 @@ def reproduce(
         calibration CV of the ``dnn`` suite, default 5).
     scheduler : str, optional
         Address of a Dask scheduler to run on (needs ``dask.distributed``).
+    odir_grid, l2_grid : sequence of float, optional
+        ``dnn`` suite only: replace the paper's hyperparameter grids (ODIR:
+        the axis of both strengths; L2: the strength), e.g. to budget the
+        100-class networks. Results under other grids are cached separately.
 
     Returns
     -------
@@ -113,5 +119,7 @@ def reproduce(
         models=tuple(datasets) if datasets else (QUICK_DNN if quick else None),
         methods=tuple(methods or DNNConfig.methods),
         n_folds=check_positive_int(n_folds or 5, "n_folds"),
+        odir_grid=tuple(float(v) for v in odir_grid) if odir_grid else None,
+        l2_grid=tuple(float(v) for v in l2_grid) if l2_grid else None,
     )
     return run_dnn(data_dir, out, cfg_dnn, jobs=jobs, progress=progress, scheduler=scheduler)

@@ -169,8 +169,14 @@ def _grid(**axes: tuple[Any, ...]) -> tuple[dict[str, Any], ...]:
 _CAL = "bayescal.calibrators"
 
 
-def method_table(*, odir_grid: tuple[float, ...] = ODIR_GRID) -> dict[str, Method]:
-    """Every method bayescal's experiments know, by name."""
+def method_table(
+    *, odir_grid: tuple[float, ...] = ODIR_GRID, l2_grid: tuple[float, ...] = L2_GRID
+) -> dict[str, Method]:
+    """Every method bayescal's experiments know, by name.
+
+    ``odir_grid`` is the axis of both ``reg_lambda`` and ``reg_mu`` of the
+    ODIR methods; ``l2_grid`` the ``reg_lambda`` axis of the L2 methods.
+    """
     return {
         m.name: m
         for m in (
@@ -178,7 +184,7 @@ def method_table(*, odir_grid: tuple[float, ...] = ODIR_GRID) -> dict[str, Metho
             Method("temp", "Temp. scaling", f"{_CAL}:TemperatureScaler", on_log_probs=True),
             Method(
                 "dir_l2", "Dir-L2", f"{_CAL}:DirichletCalibrator",
-                {"reg": "l2"}, _grid(reg_lambda=L2_GRID),
+                {"reg": "l2"}, _grid(reg_lambda=l2_grid),
             ),
             Method(
                 "dir_odir", "Dir-ODIR", f"{_CAL}:DirichletCalibrator",
@@ -202,7 +208,7 @@ def method_table(*, odir_grid: tuple[float, ...] = ODIR_GRID) -> dict[str, Metho
             Method("dir_gen", "Dir-Gen (ML)", f"{_CAL}:GenerativeDirichletCalibrator"),
             Method(
                 "dir_bayes", "Dir-Bayes (Laplace)", "bayescal.bayes:BayesianDirichletCalibrator",
-                {"sampler": "laplace", "reg": "l2"}, _grid(reg_lambda=L2_GRID),
+                {"sampler": "laplace", "reg": "l2"}, _grid(reg_lambda=l2_grid),
             ),
         )
     }  # fmt: skip

@@ -12,6 +12,13 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(t) for t in _csv(text)]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers; got {text!r}") from exc
+
+
 def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``reproduce`` to an argparse ``subparsers`` object and return its parser.
 
@@ -37,6 +44,10 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=None, help="outer CV repeats (uci; default 5)")
     p.add_argument("--folds", type=int, default=None, help="outer CV folds (uci; default 5)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address")
+    p.add_argument("--odir-grid", type=_floats, default=None,
+                   help="dnn: comma-separated ODIR strengths (default: the paper's 6 values)")
+    p.add_argument("--l2-grid", type=_floats, default=None,
+                   help="dnn: comma-separated L2 strengths (default: 1e3 ... 1e-7)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run_reproduce)
     return p
@@ -59,6 +70,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
         n_repeats=args.repeats,
         n_folds=args.folds,
         scheduler=args.scheduler,
+        odir_grid=args.odir_grid,
+        l2_grid=args.l2_grid,
     )
     print(f"{len(df)} result rows written to {args.out}")
     return 0

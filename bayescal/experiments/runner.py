@@ -99,7 +99,8 @@ class DNNConfig:
     n_folds: int = 5
     seed: int = 0
     n_resamples: int = 1000
-    odir_grid: tuple[float, ...] | None = None
+    odir_grid: tuple[float, ...] | None = None  # None: the paper's grids
+    l2_grid: tuple[float, ...] | None = None
 
     def protocol(self) -> dict[str, Any]:
         """What the cached results depend on."""
@@ -410,7 +411,8 @@ def run_dnn(
 ) -> pd.DataFrame:
     """Run (or resume) the deep-network suite; returns the results table."""
     t0 = time.perf_counter()
-    table = method_table() if cfg.odir_grid is None else method_table(odir_grid=cfg.odir_grid)
+    grids = {k: v for k, v in (("odir_grid", cfg.odir_grid), ("l2_grid", cfg.l2_grid)) if v}
+    table = method_table(**grids)
     plan = _plan(cfg.methods, table)
     out = Path(out)
     fp = protocol_fingerprint(cfg.protocol())
