@@ -219,7 +219,10 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
                 loss = total / sum(len(f.val_y) for f in folds)
             else:
                 loss = float("nan")
-        except (ValueError, RuntimeError, np.linalg.LinAlgError, FloatingPointError) as exc:
+        except (
+            ValueError, TypeError, RuntimeError, np.linalg.LinAlgError, FloatingPointError
+        ) as exc:  # fmt: skip
+            # TypeError: an estimator whose signature differs from the table's
             errors.append(f"{params}: {type(exc).__name__}: {exc}")
             continue
         if best is None or (np.isfinite(loss) and not loss >= best[0]):
