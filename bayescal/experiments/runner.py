@@ -58,7 +58,16 @@ from bayescal.experiments.protocol import (
 from bayescal.experiments.scoring import METRICS, N_BINS, p_ece_available, score_all
 from bayescal.experiments.tables import dnn_table_markdown, rank_summary, rank_table_markdown
 
-__all__ = ["QUICK_CLASSIFIERS", "QUICK_DATASETS", "DNNConfig", "UCIConfig", "run_dnn", "run_uci"]
+__all__ = [
+    "QUICK_CLASSIFIERS",
+    "QUICK_DATASETS",
+    "DNNConfig",
+    "UCIConfig",
+    "dnn_report",
+    "run_dnn",
+    "run_uci",
+    "uci_report",
+]
 
 QUICK_DATASETS: tuple[str, ...] = ("iris", "glass", "balance-scale")
 QUICK_CLASSIFIERS: tuple[str, ...] = ("nbayes", "logistic", "tree")
@@ -356,17 +365,20 @@ def _write_outputs(out: Path, suite: str, df: pd.DataFrame, tables: str,
     _write_text(out / f"{suite}_manifest.json", json.dumps(manifest, indent=2, default=str))
 
 
-def _labels(plan: _Plan) -> dict[str, str]:
-    return {n: m.label for n, m in method_table().items()}
-
-
 def _uci_tables(df: pd.DataFrame, plan: _Plan) -> str:
+    return uci_report(df, [m for m in UCI_METHODS if m in plan.methods])
+
+
+def uci_report(df: pd.DataFrame, methods: list[str]) -> str:
+    """Markdown rank tables of the UCI suite: for every measure, the paper's
+    seven calibrators (Tables 1-2 layout, the paper's ranks in parentheses
+    when all seven ran), then all ``methods``."""
     if df.empty:
         return "No results.\n"
-    labels = _labels(plan)
+    labels = {n: m.label for n, m in method_table().items()}
     parts = []
-    paper_set = [m for m in paper.UCI_COLUMNS if m in plan.methods]
-    all_set = [m for m in UCI_METHODS if m in plan.methods]
+    paper_set = [m for m in paper.UCI_COLUMNS if m in methods]
+    all_set = [m for m in UCI_METHODS if m in methods]
     titles = {"p_cw_ece": ("Table 1", paper.TABLE1), "log_loss": ("Table 2", paper.TABLE2)}
     for metric in METRICS:
         if df[metric].isna().all():
@@ -440,16 +452,27 @@ def run_dnn(
 
 
 def _dnn_tables(df: pd.DataFrame, plan: _Plan) -> str:
+    return dnn_report(df, [m for m in DNN_METHODS if m in plan.methods])
+
+
+def dnn_report(df: pd.DataFrame, methods: list[str]) -> str:
+    """Markdown tables of the deep-network suite.
+
+    Tables 3 and 4 rank the paper's six methods only (so that the ranks are
+    comparable with the paper's); every measure is then also tabulated over
+    all ``methods``.
+    """
     if df.empty:
         return "No results.\n"
-    labels = _labels(plan)
-    methods = [m for m in DNN_METHODS if m in plan.methods]
+    labels = {n: m.label for n, m in method_table().items()}
+    paper_set = [m for m in paper.DNN_COLUMNS if m in methods]
     parts = []
     for metric, title in (("cw_ece", "Table 3"), ("log_loss", "Table 4")):
-        parts.append(f"## {metric} (layout of {title})\n\n"
-                     + dnn_table_markdown(df, metric, methods, labels) + "\n")  # fmt: skip
+        parts.append(f"## {metric} (layout of {title}; the paper's six methods)\n\n"
+                     + dnn_table_markdown(df, metric, paper_set, labels) + "\n")  # fmt: skip
     for metric in METRICS:
-        if metric in ("cw_ece", "log_loss") or df[metric].isna().all():
+        if df[metric].isna().all():
             continue
-        parts.append(f"## {metric}\n\n" + dnn_table_markdown(df, metric, methods, labels) + "\n")
+        parts.append(f"## {metric}, all methods\n\n"
+                     + dnn_table_markdown(df, metric, methods, labels) + "\n")  # fmt: skip
     return "\n".join(parts)
