@@ -237,6 +237,11 @@ def test_reproduce_small_run_resumes_without_recomputing(shared_data, tmp_path):
         df2[cols].sort_values(["fold", "method"]).reset_index(drop=True),
     )
     assert (out / "uci_results.csv").is_file() and (out / "uci_tables.md").is_file()
+    # report-only: tables from the cache of a run with more settings, nothing fitted
+    part = reproduce("uci", data_dir=shared_data / "uci", out=out, progress=False,
+                     report_only=True, **{**SMALL, "n_folds": 2, "classifiers": ["nbayes", "lda"]})
+    manifest = json.loads((out / "uci_manifest.json").read_text())
+    assert manifest["settings_computed_this_run"] == 0 and len(part) == 4
 
 
 def test_unavailable_methods_are_recorded_not_dropped(shared_data, tmp_path, monkeypatch):

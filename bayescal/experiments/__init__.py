@@ -60,6 +60,7 @@ def reproduce(
     scheduler: str | None = None,
     odir_grid: Sequence[float] | None = None,
     l2_grid: Sequence[float] | None = None,
+    report_only: bool = False,
 ) -> pd.DataFrame:
     """Run (or resume) one of the paper's experimental suites.
 
@@ -112,7 +113,8 @@ def reproduce(
             n_repeats=check_positive_int(n_repeats or (1 if quick else 5), "n_repeats"),
             n_folds=check_positive_int(n_folds or (3 if quick else 5), "n_folds"),
         )  # fmt: skip
-        return run_uci(data_dir, out, cfg, jobs=jobs, progress=progress, scheduler=scheduler)
+        return run_uci(data_dir, out, cfg, jobs=jobs, progress=progress, scheduler=scheduler,
+                       compute=not report_only)  # fmt: skip
     if data_dir is None:
         raise ValueError("the dnn suite needs data_dir (a directory of .npz network outputs)")
     cfg_dnn = DNNConfig(
@@ -122,4 +124,5 @@ def reproduce(
         odir_grid=tuple(float(v) for v in odir_grid) if odir_grid else None,
         l2_grid=tuple(float(v) for v in l2_grid) if l2_grid else None,
     )
-    return run_dnn(data_dir, out, cfg_dnn, jobs=jobs, progress=progress, scheduler=scheduler)
+    return run_dnn(data_dir, out, cfg_dnn, jobs=jobs, progress=progress, scheduler=scheduler,
+                   compute=not report_only)  # fmt: skip

@@ -49,6 +49,8 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--l2-grid", type=_floats, default=None,
                    help="dnn: comma-separated L2 strengths (default: 1e3 ... 1e-7)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--report-only", action="store_true",
+                   help="fit nothing; write results and tables from the cache")
     p.set_defaults(func=run_reproduce)
     return p
 
@@ -72,6 +74,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         odir_grid=args.odir_grid,
         l2_grid=args.l2_grid,
+        report_only=args.report_only,
     )
     print(f"{len(df)} result rows written to {args.out}")
     return 0

@@ -321,8 +321,13 @@ def run_uci(
     jobs: int = 1,
     progress: bool = True,
     scheduler: str | None = None,
+    compute: bool = True,
 ) -> pd.DataFrame:
-    """Run (or resume) the non-neural suite; returns the results table."""
+    """Run (or resume) the non-neural suite; returns the results table.
+
+    With ``compute=False`` nothing is fitted: the outputs are written from
+    the settings already in the cache (e.g. tables of an interrupted run).
+    """
     t0 = time.perf_counter()
     unknown = [c for c in cfg.classifiers if c not in CLASSIFIERS]
     if unknown:
@@ -348,6 +353,8 @@ def run_uci(
                     tasks.append((name, X, y, ds.n_classes, clf, r, f, tr, te, ms, cfg))
     # cheapest first: an interrupted run has as many complete blocks as possible
     tasks.sort(key=lambda t: (len(t[2]) * t[3] ** 2, t[0], t[4], t[5], t[6]))
+    if not compute:
+        tasks = []
     _execute(tasks, _uci_task, cache, jobs=jobs, progress=progress, desc="uci settings",
              scheduler=scheduler)  # fmt: skip
     df = _collect(cache, keys, plan, cfg.n_resamples)
@@ -420,8 +427,12 @@ def run_dnn(
     jobs: int = 1,
     progress: bool = True,
     scheduler: str | None = None,
+    compute: bool = True,
 ) -> pd.DataFrame:
-    """Run (or resume) the deep-network suite; returns the results table."""
+    """Run (or resume) the deep-network suite; returns the results table.
+
+    ``compute=False``: write the outputs from the cache only.
+    """
     t0 = time.perf_counter()
     grids = {k: v for k, v in (("odir_grid", cfg.odir_grid), ("l2_grid", cfg.l2_grid)) if v}
     table = method_table(**grids)
@@ -441,6 +452,8 @@ def run_dnn(
         for name in cache.missing(key, fps):
             tasks.append((path.stem, probs, y, idx_val, idx_test, plan.methods[name], cfg))
     tasks.sort(key=lambda t: (t[1].shape[1], len(t[5].candidates())))
+    if not compute:
+        tasks = []
     _execute(tasks, _dnn_task, cache, jobs=jobs, progress=progress, desc="dnn fits",
              scheduler=scheduler)  # fmt: skip
     df = _collect(cache, keys, plan, cfg.n_resamples)
