@@ -96,6 +96,8 @@ class UCIConfig:
             "suite": "uci", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "n_inner": self.n_inner, "seed": self.seed, "n_resamples": self.n_resamples,
             "sklearn": sklearn.__version__,
+            # every classifier's full settings: changing one starts a new cache
+            "classifiers": {c: repr(make_classifier(c, 0)) for c in sorted(CLASSIFIERS)},
         }  # fmt: skip
 
 
