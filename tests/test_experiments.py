@@ -327,9 +327,10 @@ def test_quick_suite_runs_every_available_method(shared_data, tmp_path):
     assert set(df.method) == set(manifest["methods_ran"])
     assert len(df) == 27 * len(manifest["methods_ran"])
     assert {"dir_l2", "dir_odir", "temp", "beta", "dir_gen_map"} <= set(df.method)
-    assert df["p_cw_ece"].between(0, 1).all() or manifest["metric_notes"]
     # the only failures allowed: the generative MLE on exact-zero scores (recorded)
-    errors = df[df["error"].fillna("").astype(bool)]
+    failed = df["error"].fillna("").astype(bool)
+    assert df.loc[~failed, "p_cw_ece"].between(0, 1).all()
+    errors = df[failed]
     assert set(errors.method) <= {"dir_gen"}
     assert errors["error"].str.contains("pass prior=").all()
     # the paper's calibrators improve on the uncalibrated log-loss of naive Bayes
