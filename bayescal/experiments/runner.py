@@ -484,10 +484,14 @@ def dnn_report(df: pd.DataFrame, methods: list[str]) -> str:
     parts = []
     for metric, title in (("cw_ece", "Table 3"), ("log_loss", "Table 4")):
         parts.append(f"## {metric} (layout of {title}; the paper's six methods)\n\n"
-                     + dnn_table_markdown(df, metric, paper_set, labels) + "\n")  # fmt: skip
+                     + dnn_table_markdown(df, metric, paper_set, labels,
+                                          digits=4 if "ece" in metric else 3)
+                     + "\n")  # fmt: skip
     for metric in METRICS:
         if df[metric].isna().all():
             continue
         parts.append(f"## {metric}, all methods\n\n"
-                     + dnn_table_markdown(df, metric, methods, labels) + "\n")  # fmt: skip
+                     + dnn_table_markdown(df, metric, methods, labels,
+                                          digits=4 if "ece" in metric else 3)
+                     + "\n")  # fmt: skip
     return "\n".join(parts)

@@ -136,6 +136,8 @@ def dnn_table_markdown(
     metric: str,
     methods: list[str],
     labels: dict[str, str],
+    *,
+    digits: int = 3,
 ) -> str:
     """Markdown table: value (rank) per network, rank 1 in bold, average rank last."""
     wide = (
@@ -157,10 +159,10 @@ def dnn_table_markdown(
         for m in methods:
             if model in ranks.index:
                 r = ranks.loc[model, m]
-                cell = f"{row[m]:.3f} ({r:g})"
+                cell = f"{row[m]:.{digits}f} ({r:g})"
                 cells.append(f"**{cell}**" if r == ranks.loc[model].min() else cell)
             else:
-                cells.append(_fmt(row[m], 3))
+                cells.append(_fmt(row[m], digits))
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     avg = ranks.mean() if len(ranks) else pd.Series(np.nan, index=methods)
     lines.append("| **average rank** | " + " | ".join(_fmt(avg[m], 2) for m in methods) + " |")
