@@ -166,8 +166,10 @@ UCI_CHECKSUMS: dict[str, str] = {
 }
 
 #: Where :func:`load_uci` downloads ``<name>.npz`` from (``{name}`` is filled
-#: in). Override with the ``BAYESCAL_DATA_URL`` environment variable (same
-#: ``{name}`` placeholder), e.g. to point at a mirror.
+#: in): the project's data release, whose files must match :data:`UCI_SHA256`.
+#: NOTE: that release is not published yet; until it is, point the
+#: ``BAYESCAL_DATA_URL`` environment variable (same ``{name}`` placeholder) at a
+#: mirror of the files, or pass ``data_home`` holding them.
 UCI_URL = "https://github.com/bayescal/bayescal-data/releases/download/uci-v1/{name}.npz"
 
 
