@@ -6,13 +6,16 @@
 
 from bayescal._validation import EPS
 from bayescal.calibrators import (
+    BetaCalibrator,
+    BinningCalibrator,
     DirichletCalibrator,
     GenerativeDirichletCalibrator,
+    IsotonicCalibrator,
     MatrixScaler,
     TemperatureScaler,
     VectorScaler,
 )
-from bayescal.datasets import make_dirgen
+from bayescal.datasets import load_uci, make_dirgen
 from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
     canonical_map,
@@ -61,15 +64,18 @@ def __getattr__(name: str):
 __all__ = [
     "BayesianDirichletCalibrator",
     "BayesianGenerativeCalibrator",
+    "BetaCalibrator",
+    "BinningCalibrator",
+    "DirichletCalibrator",
     "DirichletPrior",
     "EPS",
-    "DirichletCalibrator",
     "FitResult",
+    "GenerativeDirichletCalibrator",
+    "IsotonicCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
     "TemperatureScaler",
     "VectorScaler",
-    "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
     "bootstrap_ci",
@@ -86,8 +92,9 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
-    "fit_multinomial",
     "fit_dirichlet",
+    "fit_multinomial",
+    "load_uci",
     "log_features",
     "log_loss",
     "make_dirgen",

@@ -25,12 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import (
-    EPS,
-    check_labels,
-    check_nonnegative_float,
-    check_positive_int,
-)
+from bayescal._validation import EPS, check_nonnegative_float, check_positive_int
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
     SufficientStatistics,
@@ -38,64 +33,11 @@ from bayescal.dirichlet import (
     fit_dirgen,
     sufficient_statistics,
 )
-from bayescal.maps import dirgen_to_dirlin, log_features
+from bayescal.maps import dirgen_to_dirlin
 
 __all__ = ["GenerativeDirichletCalibrator"]
 
 _PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_")
-
-
-def _is_dask_array(obj: Any) -> bool:
-    """True for a ``dask.array.Array`` (checked without importing dask)."""
-    return type(obj).__module__.startswith("dask.array") and hasattr(obj, "chunks")
-
-
-def _dask_statistics(scores: Any, y: Any, *, kind: str, eps: float) -> SufficientStatistics:
-    """Statistics of a Dask array: per-block statistics summed in one reduction.
-
-    Each row block is validated and turned into ``(counts, sums)`` where it
-    lives; only the ``k x (k + 1)`` results travel, and one ``compute`` runs the
-    whole graph (no block of scores is gathered on the client).
-    """
-    import dask.array as da  # optional dependency, imported only for Dask input
-
-    if scores.ndim != 2 or scores.shape[1] < 2:
-        raise ValueError(
-            f"scores must be 2-D of shape (n_samples, n_classes) with at least 2 classes; "
-            f"got shape {scores.shape}"
-        )
-    n, k = scores.shape
-    scores = scores.rechunk({1: -1})
-    labels = da.asarray(y) if not _is_dask_array(y) else y
-    if labels.ndim == 2 and labels.shape[1] == 1:
-        labels = labels[:, 0]
-    if labels.ndim != 1 or labels.shape[0] != n:
-        raise ValueError(
-            f"y must be 1-D with one label per score row ({n}); got shape {labels.shape}"
-        )
-    labels = labels.rechunk((scores.chunks[0],))
-
-    def block_stats(s: NDArray, yb: NDArray, block_info: Any = None) -> NDArray:
-        lo, hi = block_info[0]["array-location"][0] if block_info else (0, s.shape[0])
-        try:
-            x = log_features(s, kind=kind, eps=eps)
-            yy = check_labels(yb[:, 0], n_samples=s.shape[0], n_classes=k)
-        except ValueError as exc:
-            raise ValueError(f"in rows {lo}..{hi - 1} of the dask array: {exc}") from exc
-        part = SufficientStatistics.from_features(x, yy)
-        return np.concatenate([part.sums, part.counts[:, None]], axis=1)[None]
-
-    per_block = da.map_blocks(
-        block_stats,
-        scores,
-        labels[:, None],
-        chunks=((1,) * scores.numblocks[0], (k,), (k + 1,)),
-        new_axis=2,
-        dtype=np.float64,
-        meta=np.empty((0, 0, 0), dtype=np.float64),
-    )
-    total = per_block.sum(axis=0).compute()
-    return SufficientStatistics(total[:, k].copy(), total[:, :k].copy())
 
 
 class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
@@ -146,8 +88,8 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         Samples seen per class (accumulated by :meth:`partial_fit`).
     feature_sum_ : ndarray of shape (k, k)
         Row ``j``: the sum of the log-features of class ``j``'s samples.
-    n_iter_ : ndarray of shape (k,)
-        Newton iterations per class.
+    n_iter_ : int
+        Newton iterations of the slowest class (per class: ``fits_[j].n_iter``).
     converged_ : bool
         Whether every class converged.
     fits_ : list of DirichletFit
@@ -222,8 +164,6 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         check_nonnegative_float(self.tol, "tol", strict=True)
 
     def _statistics(self, scores: Any, y: Any) -> SufficientStatistics:
-        if _is_dask_array(scores):
-            return _dask_statistics(scores, y, kind=self.input, eps=self.eps)
         return sufficient_statistics(scores, y, kind=self.input, eps=self.eps)
 
     def _solve(self, stats: SufficientStatistics) -> dict[str, Any]:
@@ -246,7 +186,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             "pi_": pi,
             "coef_": W,
             "intercept_": b,
-            "n_iter_": np.array([f.n_iter for f in fits]),
+            "n_iter_": max(f.n_iter for f in fits),
             "converged_": converged,
             "fits_": fits,
         }
@@ -273,7 +213,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         ValueError
             Bad input, or (without ``prior``) a class with no finite MLE; the
             message names the class and the count or statistic at fault.
-            Nothing is fitted then.
+            The estimator's state is then left as it was.
         """
         self._check_params()
         stats = self._statistics(scores, y)
@@ -281,7 +221,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         self._set_state(stats, params)
         return self
 
-    def partial_fit(self, scores: ArrayLike, y: ArrayLike) -> GenerativeDirichletCalibrator:
+    def partial_fit(
+        self, scores: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None
+    ) -> GenerativeDirichletCalibrator:
         """Add a chunk of data to the statistics and refit from all chunks so far.
 
         Fitting chunk by chunk gives the same result as :meth:`fit` on all
@@ -298,6 +240,10 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         ----------
         scores : array-like or dask array of shape (n_chunk, n_classes)
         y : array-like or dask array of shape (n_chunk,)
+        classes : array-like of shape (n_classes,), optional
+            Accepted for scikit-learn's ``partial_fit`` signature; the classes
+            are always the score columns ``0 .. n_classes - 1``, so if given it
+            must hold codes among those.
 
         Returns
         -------
@@ -305,8 +251,26 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         """
         self._check_params()
         first = not hasattr(self, "class_count_")
+        shape = getattr(scores, "shape", None)
+        if not first and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"scores has {shape[1]} columns but {self.n_features_in_} classes were seen "
+                f"in earlier partial_fit calls (X has {shape[1]} features, but "
+                f"{type(self).__name__} is expecting {self.n_features_in_} features as input)"
+            )
         chunk = self._statistics(scores, y)
-        if not first and chunk.n_classes != self.n_features_in_:
+        if classes is not None:
+            codes = np.asarray(classes)
+            if not (
+                codes.ndim == 1
+                and np.issubdtype(codes.dtype, np.integer)
+                and np.isin(codes, np.arange(chunk.n_classes)).all()
+            ):
+                raise ValueError(
+                    f"classes must be score-column codes in 0..{chunk.n_classes - 1}; got "
+                    f"{codes.tolist()!r}"
+                )
+        if not first and chunk.n_classes != self.n_features_in_:  # inputs without .shape
             raise ValueError(
                 f"scores has {chunk.n_classes} columns but {self.n_features_in_} classes were "
                 "seen in earlier partial_fit calls"
