@@ -1,0 +1,7 @@
+"""``python -m bayescal``: the command line (:mod:`bayescal.cli`)."""
+
+import sys
+
+from bayescal.cli import main
+
+sys.exit(main())
