@@ -5,6 +5,7 @@
 """
 
 from bayescal._validation import EPS
+from bayescal.calibrated import CalibratedClassifier
 from bayescal.datasets import make_dirgen
 from bayescal.maps import (
     canonical_map,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EPS",
+    "CalibratedClassifier",
     "__version__",
     "accuracy",
     "brier_score",
