@@ -180,7 +180,9 @@ class CalibratedClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 f"calibrator_params must be a dict or None; got {self.calibrator_params!r}"
             )
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
         X, y = indexable(X, y)
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
