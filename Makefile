@@ -5,8 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= test,fast,dask
-STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
-comma  := ,
+STAMP  := $(VENV)/.installed
+
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint install clean docs bench
@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(BIN)/bayescal demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check bayescal tests benchmarks
+	$(BIN)/ruff check .
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -223,10 +223,11 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
             f"y must hold integer class codes 0..{n_classes - 1} (column j of the scores "
             f"is class j); got dtype {arr.dtype} with values {_show(np.unique(arr))}"
         )
-    if np.issubdtype(arr.dtype, np.floating):
-        if not np.isfinite(arr).all() or not np.all(arr == np.round(arr)):
-            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))]
-            raise ValueError(f"y must hold integer class codes; got non-integer values {_show(bad)}")
+    integral = np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
+    if integral is not None and not integral.all():
+        raise ValueError(
+            f"y must hold integer class codes; got non-integer values {_show(arr[~integral])}"
+        )
     out = arr.astype(np.intp)
     outside = (out < 0) | (out >= n_classes)
     if outside.any():

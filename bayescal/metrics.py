@@ -128,7 +128,9 @@ def _bin_index(scores: NDArray[np.float64], n_bins: int) -> NDArray[np.intp]:
     return np.minimum((scores * n_bins).astype(np.intp), n_bins - 1)
 
 
-def _binned(scores: NDArray[np.float64], outcomes: NDArray[np.float64], n_bins: int) -> ReliabilityTable:
+def _binned(
+    scores: NDArray[np.float64], outcomes: NDArray[np.float64], n_bins: int
+) -> ReliabilityTable:
     n_bins = check_positive_int(n_bins, "n_bins")
     idx = _bin_index(scores, n_bins)
     counts = np.bincount(idx, minlength=n_bins)
@@ -222,5 +224,8 @@ def classwise_ece(y: ArrayLike, proba: ArrayLike, n_bins: int = 15) -> float:
 
 
 def max_calibration_error(y: ArrayLike, proba: ArrayLike, n_bins: int = 15) -> float:
-    r"""Confidence MCE: the largest bin gap, :math:`\max_m |\mathrm{acc}(B_m) - \mathrm{conf}(B_m)|`."""
+    r"""Confidence MCE: the largest bin gap.
+
+    .. math:: \mathrm{MCE} = \max_m |\mathrm{acc}(B_m) - \mathrm{conf}(B_m)|
+    """
     return reliability_table(y, proba, n_bins=n_bins).mce()
