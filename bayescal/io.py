@@ -190,7 +190,13 @@ def _encode(value: Any, where: str) -> Any:
 
 
 def _import_qualified(path: str) -> Any:
-    """Import ``module.Qual.Name`` trying successively shorter module paths."""
+    """Import ``module.Qual.Name`` trying successively shorter module paths.
+
+    Only bayescal's own classes are imported: a model file cannot make
+    :func:`load_model` import arbitrary modules.
+    """
+    if not path.startswith("bayescal."):
+        raise ValueError(f"model files may only name bayescal classes; got {path!r}")
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
@@ -279,7 +285,7 @@ def _model_document(estimator: Any, *, method: str, training_hash: str,
         "bayescal_version": __version__,
         "method": method,
         "estimator": _class_path(estimator),
-        "input": params.get("input"),
+        "input": getattr(estimator, "input", None),
         "eps": params.get("eps"),
         "n_classes": int(getattr(estimator, "n_features_in_", len(b) if b is not None else 0)),
         "training_data_sha256": training_hash,
@@ -396,7 +402,7 @@ def load_model(path: str | os.PathLike) -> Any:
         posterior file is missing.
     """
     from bayescal import __version__
-    from bayescal.calibrators.registry import METHODS, make_calibrator
+    from bayescal.calibrators.registry import METHODS, method_name
 
     path = Path(path)
     try:
@@ -433,11 +439,17 @@ def load_model(path: str | os.PathLike) -> Any:
             est = cls(**params)
             loaded = est.load(post)
             est = loaded if loaded is not None else est
+        # the netCDF file is authoritative for a posterior; the JSON copy of the
+        # fitted attributes is for readers without bayescal
+        return est
     else:
-        fixed = {p: params.pop(p) for p in list(spec.fixed) if p in params}
-        del fixed  # defined by the method name
-        input_kind = params.pop("input", "probs")
-        est = make_calibrator(method, input=input_kind, **params)
+        cls = _import_qualified(str(doc.get("estimator")))
+        est = cls(**params)
+        if method_name(est) != method:
+            raise ValueError(
+                f"{path}: estimator {doc.get('estimator')} with these hyperparameters is not "
+                f"method {method!r}"
+            )
     for name, value in _decode(doc["fitted"]).items():
         setattr(est, name, value)
     return est

@@ -28,7 +28,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["METHODS", "MethodSpec", "make_calibrator", "method_name"]
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from bayescal._validation import EPS, check_option
+
+__all__ = ["METHODS", "MethodSpec", "ProbsToLogits", "make_calibrator", "method_name"]
 
 
 @dataclass(frozen=True)
@@ -153,16 +157,107 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
             f"got {', '.join(f'{p}={params[p]!r}' for p in clash)}"
         )
     cls = spec.load_class()
-    kwargs = {"input": input, **spec.fixed, **params}
-    valid = set(cls().get_params(deep=False)) if hasattr(cls, "get_params") else None
-    if valid is not None:
-        unknown = sorted(set(kwargs) - valid)
-        if unknown:
-            raise ValueError(
-                f"method {method!r} ({cls.__name__}) has no parameter(s) {unknown}; "
-                f"valid parameters are {sorted(valid)}"
-            )
-    return cls(**kwargs)
+    kwargs = {**spec.fixed, **params}
+    valid = set(cls().get_params(deep=False))
+    unknown = sorted(set(kwargs) - valid)
+    if unknown:
+        raise ValueError(
+            f"method {method!r} ({cls.__name__}) has no parameter(s) {unknown}; "
+            f"valid parameters are {sorted(valid | {'input'})}"
+        )
+    if "input" in valid:
+        return cls(input=input, **kwargs)
+    # a logits-only estimator (no ``input`` parameter)
+    check_option(input, "input", ("probs", "logits"))
+    if input == "logits":
+        return cls(**kwargs)
+    eps = kwargs.pop("eps", EPS) if "eps" not in valid else EPS
+    return ProbsToLogits(cls(**kwargs), eps=eps)
+
+
+class ProbsToLogits(ClassifierMixin, BaseEstimator):
+    r"""Feed probabilities to a calibrator that takes logits only.
+
+    Uses the log-probability features as logits,
+    :math:`z = \max(\ln q, \ln\epsilon)` (:func:`bayescal.maps.log_features`),
+    which is exact for every map of the family: ``softmax`` cannot see the
+    per-row constant that separates true logits from ``ln q``. Built by
+    :func:`make_calibrator` for ``input="probs"`` when the estimator class has
+    no ``input`` parameter.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Unfitted calibrator taking logits.
+    eps : float, default=EPS
+        Probability floor before the logarithm.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted inner calibrator.
+    coef_, intercept_ : ndarray
+        ``W``, ``b`` of the fitted map on ``ln q`` (copied from ``estimator_``).
+    classes_, n_features_in_
+        As for every calibrator.
+    """
+
+    input = "probs"
+
+    def __init__(self, estimator: Any = None, *, eps: float = EPS) -> None:
+        self.estimator = estimator
+        self.eps = eps
+
+    def _z(self, scores: Any, *, reset: bool = False) -> Any:
+        from bayescal._validation import check_eps, check_scores
+        from bayescal.maps import log_features
+
+        n = None if reset else getattr(self, "n_features_in_", None)
+        q = check_scores(scores, kind="probs", n_classes=n)
+        return log_features(q, kind="probs", eps=check_eps(self.eps))
+
+    def fit(self, scores: Any, y: Any) -> ProbsToLogits:
+        """Fit the inner calibrator on ``z = max(ln q, ln eps)``."""
+        from sklearn.base import clone
+
+        z = self._z(scores, reset=True)
+        self.estimator_ = clone(self.estimator).fit(z, y)
+        self.n_features_in_ = z.shape[1]
+        self.classes_ = self.estimator_.classes_
+        for name in ("coef_", "intercept_"):
+            if hasattr(self.estimator_, name):
+                setattr(self, name, getattr(self.estimator_, name))
+        return self
+
+    def predict_proba(self, scores: Any) -> Any:
+        """Calibrated probabilities of the inner calibrator."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict_proba(self._z(scores))
+
+    def predict(self, scores: Any) -> Any:
+        """Most probable calibrated class."""
+        proba = self.predict_proba(scores)
+        return self.classes_[proba.argmax(axis=1)]
+
+    def to_canonical(self) -> tuple[Any, Any]:
+        """Canonical ``(A, c)`` of the fitted map, which acts on ``ln q``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        from bayescal.maps import dirlin_to_canonical
+
+        check_is_fitted(self, "estimator_")
+        return dirlin_to_canonical(self.coef_, self.intercept_)
+
+    def to_generative(self) -> tuple[Any, Any]:
+        """DirGen ``(alpha, pi)`` of the fitted map."""
+        from sklearn.utils.validation import check_is_fitted
+
+        from bayescal.maps import dirlin_to_dirgen
+
+        check_is_fitted(self, "estimator_")
+        return dirlin_to_dirgen(self.coef_, self.intercept_)
 
 
 def method_name(estimator: Any) -> str:
@@ -173,6 +268,8 @@ def method_name(estimator: Any) -> str:
     ValueError
         If the estimator's class and defining parameters match no method.
     """
+    if isinstance(estimator, ProbsToLogits):
+        return method_name(estimator.estimator)
     cls = type(estimator)
     params = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
     for spec in METHODS.values():

@@ -1,0 +1,58 @@
+"""Sphinx configuration of the bayescal documentation.
+
+Build with ``make docs`` (warnings are errors). Notebooks from ``notebooks/``
+are rendered by myst-nb without being executed (``make test`` executes them).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import bayescal  # noqa: E402
+
+project = "bayescal"
+author = "bayescal developers"
+copyright = "2026, bayescal developers"
+version = release = bayescal.__version__
+
+extensions = [
+    "myst_nb",
+    "numpydoc",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "api/generated/*.inv"]
+
+# notebooks are executed by the test suite, not by the docs build
+nb_execution_mode = "off"
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_heading_anchors = 3
+
+autosummary_generate = True
+autodoc_typehints = "none"
+templates_path = ["_templates"]
+# scikit-learn's generated metadata-routing setters are not bayescal API
+autodoc_default_options = {
+    "members": True,
+    "inherited-members": False,
+    "exclude-members": ",".join(
+        f"set_{m}_request" for m in ("fit", "score", "predict", "predict_proba", "transform")
+    ) + ",set_output,get_metadata_routing",
+}
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+intersphinx_mapping: dict[str, tuple[str, None]] = {}
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"bayescal {version}"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
