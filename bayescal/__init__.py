@@ -6,6 +6,12 @@
 
 from bayescal._validation import EPS
 from bayescal.calibrated import CalibratedClassifier
+from bayescal.calibrators import (
+    DirichletCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+)
 from bayescal.datasets import make_dirgen
 from bayescal.maps import (
     canonical_map,
@@ -26,12 +32,19 @@ from bayescal.metrics import (
     max_calibration_error,
     reliability_table,
 )
+from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __version__ = "0.1.0"
 
 __all__ = [
     "EPS",
     "CalibratedClassifier",
+    "DirichletCalibrator",
+    "FitResult",
+    "MatrixScaler",
+    "QuadraticPenalty",
+    "TemperatureScaler",
+    "VectorScaler",
     "__version__",
     "accuracy",
     "brier_score",
@@ -44,9 +57,11 @@ __all__ = [
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
+    "fit_multinomial",
     "log_features",
     "log_loss",
     "make_dirgen",
+    "make_penalty",
     "max_calibration_error",
     "reliability_table",
 ]

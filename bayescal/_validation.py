@@ -22,9 +22,11 @@ __all__ = [
     "ROW_SUM_ATOL",
     "check_alpha",
     "check_eps",
+    "check_features",
     "check_labels",
     "check_linear_params",
     "check_pi",
+    "check_sample_weight",
     "check_scores",
     "check_option",
     "check_positive_int",
@@ -293,3 +295,36 @@ def check_pi(pi: ArrayLike, *, n_classes: int | None = None) -> NDArray[np.float
             f"{_show(pi)} summing to {pi.sum():.10g}"
         )
     return pi
+
+
+def check_features(x: ArrayLike, *, name: str = "x") -> NDArray[np.float64]:
+    """Validate a feature matrix (e.g. log-probabilities): 2-D, >= 2 columns, finite."""
+    arr = _as_2d_float(x, name).astype(np.float64, copy=False)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise ValueError(f"{name} contains NaN or inf (first at row {row}: {_show(arr[row])})")
+    return arr
+
+
+def check_sample_weight(sample_weight: ArrayLike | None, *, n_samples: int) -> NDArray[np.float64]:
+    """Validate sample weights: ``None`` (all ones) or finite, >= 0, shape (n,), sum > 0."""
+    if sample_weight is None:
+        return np.ones(n_samples)
+    sw = np.asarray(sample_weight)
+    if sw.ndim == 0:
+        sw = np.full(n_samples, sw)
+    if sw.ndim != 1 or sw.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},) to match the scores; got {sw.shape}"
+        )
+    if not (np.issubdtype(sw.dtype, np.floating) or np.issubdtype(sw.dtype, np.integer)):
+        raise ValueError(f"sample_weight must be numeric; got dtype {sw.dtype}")
+    sw = sw.astype(np.float64)
+    if not np.isfinite(sw).all() or (sw < 0).any():
+        raise ValueError(
+            f"sample_weight must be finite and >= 0; got {_show(sw[~np.isfinite(sw) | (sw < 0)])}"
+        )
+    if sw.sum() <= 0:
+        raise ValueError("sample_weight must have a positive sum; got all zeros")
+    return sw

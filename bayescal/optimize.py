@@ -1,0 +1,863 @@
+r"""Penalised multinomial logistic regression: the one solver of the family.
+
+Every linear member of the Dirichlet family -- temperature scaling, vector
+scaling, matrix scaling and Dirichlet calibration -- is the MAP fit of
+
+.. math::
+
+    L(\theta) = \frac{1}{\sum_i w_i} \sum_i w_i\,
+        \bigl[-\ln \mathrm{softmax}(W x_i + b)_{y_i}\bigr]
+        + \sum_{j,l} P^W_{jl} (W_{jl} - C^W_{jl})^2
+        + \sum_j P^b_j (b_j - C^b_j)^2
+
+on features ``x`` (``n x k``, usually :func:`bayescal.maps.log_features`),
+with ``W`` and ``b`` functions of the free parameters ``theta`` given by the
+*structure* (sample weights ``w_i`` default to 1, so the data term is the mean
+log-loss). The penalty (``P`` precisions, ``C`` centres) comes from
+:func:`make_penalty`.
+
+Structures and parameter packing (``theta`` is a flat float64 vector):
+
+============  =================  ==========================================
+structure     ``theta``          map
+============  =================  ==========================================
+``"full"``    ``k*k + k``        ``theta[:k*k]`` is ``W`` row-major
+                                 (``W[j, i] = theta[j*k + i]``), then ``b``
+``"diagonal"`` ``2k``            ``W = diag(theta[:k])``, ``b = theta[k:]``
+``"scalar"``  ``1``              ``W = theta[0] * I``, ``b = 0``
+============  =================  ==========================================
+
+``"scalar"`` is temperature scaling parametrised by the inverse temperature
+``s = 1/T``, in which the loss is convex (it is not convex in ``T``). The
+penalty is always evaluated on the implied full ``(W, b)``, so for the
+constrained structures it is the restriction of the full penalty (entries held
+at zero contribute a constant).
+
+The loss is convex in ``theta``. The solver is Newton's method started at the
+identity map (``W = I``, ``b = 0``) with a backtracking (Armijo) line search:
+
+* ``solver="newton"``: the exact Hessian is assembled and factorised
+  (Cholesky, with Levenberg damping if it is singular, e.g. an unpenalised full
+  ``W``, whose softmax invariances leave ``k + 1`` flat directions). Assembling
+  it costs ``O(n m^2)`` time for ``m = len(theta)`` and ``O(chunk * m + m^2)``
+  memory: it never forms an ``n x k x k`` array.
+* ``solver="newton-cg"``: truncated Newton with exact Hessian-vector products
+  (two ``n x k`` by ``k x k`` products each) and a Jacobi-preconditioned
+  conjugate-gradient inner solve; memory ``O(nk + k^2)``. Used for large
+  ``k`` (``k = 1000`` with ``n = 10000`` needs a few hundred MB).
+* ``solver="auto"`` picks ``"newton"`` while ``m <= 600`` (``k <= 23`` for a
+  full ``W``), else ``"newton-cg"``.
+
+Convergence is declared when the largest absolute entry of the gradient of
+``L`` is at most ``tol`` (default ``1e-8``).
+
+References
+----------
+.. [1] M. Kull et al. "Beyond temperature scaling: Obtaining well-calibrated
+   multiclass probabilities with Dirichlet calibration". NeurIPS 2019.
+.. [2] J. Nocedal and S. J. Wright. *Numerical Optimization*, 2nd ed.,
+   Springer 2006, chapters 3 and 7 (line search, truncated Newton).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import ConvergenceWarning
+
+from bayescal._validation import (
+    check_features,
+    check_labels,
+    check_nonnegative_float,
+    check_option,
+    check_positive_int,
+    check_sample_weight,
+)
+
+__all__ = [
+    "FitResult",
+    "QuadraticPenalty",
+    "STRUCTURES",
+    "fit_multinomial",
+    "make_penalty",
+    "multinomial_hessp",
+    "multinomial_log_loss",
+    "multinomial_objective",
+    "pack_params",
+    "unpack_params",
+]
+
+Array = NDArray[np.float64]
+
+#: The weight structures understood by :func:`fit_multinomial`.
+STRUCTURES = ("full", "diagonal", "scalar")
+
+#: ``solver="auto"`` assembles the dense Hessian up to this many parameters.
+DENSE_MAX_PARAMS = 600
+
+#: Rows per chunk when assembling a dense Hessian (bounds the temporary memory).
+_CHUNK_ELEMENTS = 2_000_000
+
+
+# ---------------------------------------------------------------------------
+# Penalty
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QuadraticPenalty:
+    r"""Separable quadratic penalty on a DirLin map ``(W, b)``.
+
+    .. math::
+
+        R(W, b) = \sum_{j,l} P^W_{jl}(W_{jl} - C^W_{jl})^2 + \sum_j P^b_j (b_j - C^b_j)^2
+
+    Read as a prior (``exp(-n L)`` is a posterior), a term
+    ``prec * (theta - center)**2`` with ``prec > 0`` is
+    ``theta ~ Normal(center, sd)`` with ``sd**2 = 1 / (2 n prec)``; ``prec = 0``
+    is a flat prior (see :meth:`prior_sd`).
+
+    Attributes
+    ----------
+    prec_W : ndarray of shape (k, k)
+        Precision of each weight (>= 0).
+    prec_b : ndarray of shape (k,)
+        Precision of each intercept (>= 0).
+    center_W : ndarray of shape (k, k)
+        Centre of each weight.
+    center_b : ndarray of shape (k,)
+        Centre of each intercept.
+    """
+
+    prec_W: Array
+    prec_b: Array
+    center_W: Array
+    center_b: Array
+
+    def __post_init__(self) -> None:
+        pw = np.asarray(self.prec_W, dtype=np.float64)
+        k = pw.shape[0] if pw.ndim == 2 else -1
+        if pw.ndim != 2 or pw.shape != (k, k) or k < 2:
+            raise ValueError(f"prec_W must be a (k, k) matrix with k >= 2; got shape {pw.shape}")
+        arrays = {
+            "prec_W": (pw, (k, k)),
+            "prec_b": (np.asarray(self.prec_b, dtype=np.float64), (k,)),
+            "center_W": (np.asarray(self.center_W, dtype=np.float64), (k, k)),
+            "center_b": (np.asarray(self.center_b, dtype=np.float64), (k,)),
+        }
+        for name, (arr, shape) in arrays.items():
+            if arr.shape != shape:
+                raise ValueError(f"{name} must have shape {shape}; got {arr.shape}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{name} contains NaN or inf")
+            if name.startswith("prec") and (arr < 0).any():
+                raise ValueError(f"{name} must be >= 0; got min {arr.min()!r}")
+            object.__setattr__(self, name, arr)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes ``k``."""
+        return int(self.prec_b.shape[0])
+
+    def value(self, W: ArrayLike, b: ArrayLike) -> float:
+        """Penalty ``R(W, b)``."""
+        dW = np.asarray(W, dtype=np.float64) - self.center_W
+        db = np.asarray(b, dtype=np.float64) - self.center_b
+        return float(np.sum(self.prec_W * dW * dW) + np.sum(self.prec_b * db * db))
+
+    def prior_sd(self, n: int) -> tuple[Array, Array]:
+        """Gaussian-prior standard deviations ``1/sqrt(2 n prec)`` (inf where flat).
+
+        Parameters
+        ----------
+        n : int
+            Number of calibration samples (sum of the sample weights).
+
+        Returns
+        -------
+        sd_W : ndarray of shape (k, k)
+        sd_b : ndarray of shape (k,)
+        """
+        n = check_nonnegative_float(n, "n", strict=True)
+        with np.errstate(divide="ignore"):
+            return 1.0 / np.sqrt(2.0 * n * self.prec_W), 1.0 / np.sqrt(2.0 * n * self.prec_b)
+
+
+def make_penalty(
+    k: int,
+    kind: str = "odir",
+    reg_lambda: float = 0.0,
+    reg_mu: float | None = None,
+    center: str = "zero",
+) -> QuadraticPenalty:
+    r"""The normalised penalties of Dirichlet calibration (DESIGN section 3).
+
+    * ``kind="odir"`` (off-diagonal and intercept regularisation, Kull et al.
+      2019):
+
+      .. math:: R = \frac{\lambda}{k(k-1)} \sum_{i \ne j} W_{ij}^2 + \frac{\mu}{k}\sum_j b_j^2
+
+      The diagonal of ``W`` is free, so ``center`` is irrelevant (the
+      off-diagonal of both centres is zero).
+    * ``kind="l2"``:
+
+      .. math:: R = \frac{\lambda}{k(k+1)} \Bigl(\sum_{ij} (W_{ij} - C_{ij})^2 + \sum_j b_j^2\Bigr)
+
+      with ``C = 0`` (``center="zero"``, pulling towards the uniform predictor)
+      or ``C = I`` (``center="identity"``, pulling towards the uncalibrated
+      scores, so an already calibrated model is left alone). With
+      ``center="zero"`` this is the meaning of ``reg_lambda`` in dirichletcal
+      0.5.3 with ``reg_norm=True``: ``calib/multinomial.py`` lines 81-86 divide
+      ``reg_lambda`` by ``k(k+1)`` (by ``k(k-1)`` and ``mu`` by ``k`` for ODIR)
+      and lines 167-172 add ``reg_lambda * sum((weights - reg)**2)`` over ``W``
+      and ``b``. Its default ``reg_norm=False`` uses plain ``reg_lambda``
+      instead of ``reg_lambda / (k(k+1))``.
+    * ``kind="none"``: no penalty.
+
+    Unlike dirichletcal (``ref_row=True``), no reference row is subtracted
+    before penalising: the penalty is symmetric in the classes, so relabelling
+    the classes permutes the fitted map exactly.
+
+    Parameters
+    ----------
+    k : int
+        Number of classes (>= 2).
+    kind : {"odir", "l2", "none"}, default="odir"
+    reg_lambda : float, default=0.0
+        ``lambda >= 0``.
+    reg_mu : float or None, default=None
+        ``mu >= 0`` for ODIR; ``None`` means ``mu = lambda``. Must be ``None``
+        for ``"l2"`` and ``"none"``.
+    center : {"zero", "identity"}, default="zero"
+        Centre of the weight penalty (L2 only has a diagonal term).
+
+    Returns
+    -------
+    QuadraticPenalty
+
+    Examples
+    --------
+    >>> pen = make_penalty(3, "odir", reg_lambda=6.0, reg_mu=3.0)
+    >>> pen.prec_W
+    array([[0., 1., 1.],
+           [1., 0., 1.],
+           [1., 1., 0.]])
+    >>> pen.prec_b
+    array([1., 1., 1.])
+    """
+    k = check_positive_int(k, "k")
+    if k < 2:
+        raise ValueError(f"k must be at least 2; got {k}")
+    check_option(kind, "kind", ("odir", "l2", "none"))
+    check_option(center, "center", ("zero", "identity"))
+    lam = check_nonnegative_float(reg_lambda, "reg_lambda")
+    if kind == "odir":
+        mu = lam if reg_mu is None else check_nonnegative_float(reg_mu, "reg_mu")
+    elif reg_mu is not None:
+        raise ValueError(f"reg_mu is only used by kind='odir'; got reg_mu={reg_mu!r} "
+                         f"with kind={kind!r}")
+    eye = np.eye(k)
+    center_W = eye.copy() if center == "identity" else np.zeros((k, k))
+    center_b = np.zeros(k)
+    if kind == "odir":
+        prec_W = (1.0 - eye) * (lam / (k * (k - 1)))
+        prec_b = np.full(k, mu / k)
+    elif kind == "l2":
+        prec_W = np.full((k, k), lam / (k * (k + 1)))
+        prec_b = np.full(k, lam / (k * (k + 1)))
+    else:
+        prec_W = np.zeros((k, k))
+        prec_b = np.zeros(k)
+    return QuadraticPenalty(prec_W, prec_b, center_W, center_b)
+
+
+# ---------------------------------------------------------------------------
+# Packing
+# ---------------------------------------------------------------------------
+def n_params(structure: str, k: int) -> int:
+    """Length of ``theta`` for a structure (see the module docstring)."""
+    return {"full": k * k + k, "diagonal": 2 * k, "scalar": 1}[structure]
+
+
+def unpack_params(theta: ArrayLike, structure: str, k: int) -> tuple[Array, Array]:
+    """Map the flat parameters ``theta`` to ``(W, b)`` (module docstring packing)."""
+    check_option(structure, "structure", STRUCTURES)
+    theta = np.asarray(theta, dtype=np.float64)
+    m = n_params(structure, k)
+    if theta.shape != (m,):
+        raise ValueError(f"theta must have shape ({m},) for structure={structure!r} "
+                         f"and k={k}; got {theta.shape}")
+    if structure == "full":
+        return theta[: k * k].reshape(k, k).copy(), theta[k * k:].copy()
+    if structure == "diagonal":
+        return np.diag(theta[:k]), theta[k:].copy()
+    return theta[0] * np.eye(k), np.zeros(k)
+
+
+def pack_params(W: ArrayLike, b: ArrayLike, structure: str) -> Array:
+    """Inverse of :func:`unpack_params`; raises if ``(W, b)`` lacks the structure."""
+    check_option(structure, "structure", STRUCTURES)
+    W = np.asarray(W, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    k = W.shape[0]
+    if W.shape != (k, k) or b.shape != (k,):
+        raise ValueError(f"W must be (k, k) and b (k,); got {W.shape} and {b.shape}")
+    if structure == "full":
+        return np.concatenate([W.ravel(), b])
+    off = W - np.diag(np.diag(W))
+    if np.any(off != 0):
+        raise ValueError(f"W must be diagonal for structure={structure!r}")
+    if structure == "diagonal":
+        return np.concatenate([np.diag(W), b])
+    d = np.diag(W)
+    if np.any(d != d[0]) or np.any(b != 0):
+        raise ValueError("structure='scalar' needs W = s*I and b = 0")
+    return np.array([d[0]])
+
+
+# ---------------------------------------------------------------------------
+# Objective
+# ---------------------------------------------------------------------------
+@dataclass
+class _State:
+    """Quantities at one ``theta`` reused by gradient and Hessian."""
+
+    theta: Array
+    loss: float
+    grad: Array
+    P: Array  # softmax probabilities, (n, k)
+
+
+class _Problem:
+    """Loss, gradient, Hessian and Hessian-vector products for one structure."""
+
+    def __init__(
+        self,
+        x: Array,
+        y: NDArray[np.intp],
+        sw: Array,
+        structure: str,
+        penalty: QuadraticPenalty,
+    ) -> None:
+        self.x = x
+        self.y = y
+        self.sw = sw  # normalised sample weights, sum to 1
+        self.n, self.k = x.shape
+        self.structure = structure
+        self.pen = penalty
+        self.m = n_params(structure, self.k)
+        self.rows = np.arange(self.n)
+        k = self.k
+        # Penalty as a diagonal quadratic in theta: 0.5 * theta' D theta - e' theta + const.
+        pw, pb, cw, cb = penalty.prec_W, penalty.prec_b, penalty.center_W, penalty.center_b
+        if structure == "full":
+            self.pen_diag = 2.0 * np.concatenate([pw.ravel(), pb])
+            self.pen_center = np.concatenate([cw.ravel(), cb])
+        elif structure == "diagonal":
+            self.pen_diag = 2.0 * np.concatenate([np.diag(pw), pb])
+            self.pen_center = np.concatenate([np.diag(cw), cb])
+        else:
+            dw = np.diag(pw)
+            tot = dw.sum()
+            self.pen_diag = np.array([2.0 * tot])
+            # sum_j p_j (s - c_j)^2 = tot (s - c_bar)^2 + const with c_bar the weighted mean.
+            self.pen_center = np.array([dw @ np.diag(cw) / tot if tot > 0 else 0.0])
+        del k
+
+    # -- map ---------------------------------------------------------------
+    def logits(self, theta: Array) -> Array:
+        x, k = self.x, self.k
+        if self.structure == "full":
+            return x @ theta[: k * k].reshape(k, k).T + theta[k * k:]
+        if self.structure == "diagonal":
+            return x * theta[:k] + theta[k:]
+        return x * theta[0]
+
+    def _penalty(self, theta: Array) -> float:
+        W, b = unpack_params(theta, self.structure, self.k)
+        return self.pen.value(W, b)
+
+    def state(self, theta: Array) -> _State:
+        z = self.logits(theta)
+        z -= z.max(axis=1, keepdims=True)
+        zy = z[self.rows, self.y]
+        np.exp(z, out=z)
+        tot = z.sum(axis=1, keepdims=True)
+        P = np.divide(z, tot, out=z)
+        loss = float(self.sw @ (np.log(tot[:, 0]) - zy)) + self._penalty(theta)
+        R = P * self.sw[:, None]
+        R[self.rows, self.y] -= self.sw
+        return _State(theta, loss, self._pullback(R) + self.pen_diag * (theta - self.pen_center), P)
+
+    def _pullback(self, R: Array) -> Array:
+        """``J' R``: gradient of ``sum_na R_na * logit_na`` with respect to ``theta``."""
+        x = self.x
+        if self.structure == "full":
+            return np.concatenate([(R.T @ x).ravel(), R.sum(axis=0)])
+        if self.structure == "diagonal":
+            return np.concatenate([np.einsum("na,na->a", R, x), R.sum(axis=0)])
+        return np.array([np.einsum("na,na->", R, x)])
+
+    # -- second order ------------------------------------------------------
+    def hessp(self, st: _State, v: Array) -> Array:
+        """Exact Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``)."""
+        U = self.logits(v)  # the map is linear in theta: J v = logits(v)
+        PU = st.P * U
+        T = (PU - st.P * PU.sum(axis=1, keepdims=True)) * self.sw[:, None]
+        return self._pullback(T) + self.pen_diag * v
+
+    def hess_diag(self, st: _State) -> Array:
+        """Diagonal of the Hessian (Jacobi preconditioner)."""
+        S = st.P * (1.0 - st.P) * self.sw[:, None]
+        x = self.x
+        if self.structure == "full":
+            d = np.concatenate([(S.T @ (x * x)).ravel(), S.sum(axis=0)])
+        elif self.structure == "diagonal":
+            d = np.concatenate([np.einsum("na,na->a", S, x * x), S.sum(axis=0)])
+        else:
+            d = np.array([self.hess_dense(st)[0, 0] - self.pen_diag[0]])
+        return d + self.pen_diag
+
+    def hess_dense(self, st: _State) -> Array:
+        """The exact Hessian, assembled in row chunks without ``n x k x k`` arrays."""
+        n, k = self.n, self.k
+        x, P, sw = self.x, st.P, self.sw
+        if self.structure == "scalar":
+            px = np.einsum("na,na->n", P, x)
+            h = sw @ (np.einsum("na,na->n", P, x * x) - px * px)
+            return np.array([[h]]) + np.diag(self.pen_diag)
+        m = self.m
+        H = np.zeros((m, m))
+        if self.structure == "diagonal":
+            Z = np.concatenate([P * x, P], axis=1) * np.sqrt(sw)[:, None]
+            H -= Z.T @ Z
+            Sp = P * sw[:, None]
+            idx = np.arange(k)
+            H[idx, idx] += np.einsum("na,na->a", Sp, x * x)
+            off = np.einsum("na,na->a", Sp, x)
+            H[idx, k + idx] += off
+            H[k + idx, idx] += off
+            H[k + idx, k + idx] += Sp.sum(axis=0)
+            return H + np.diag(self.pen_diag)
+        # Full W, ordered internally as W~ = [W | b] row-major (index a*(k+1) + i),
+        # with x~ = [x, 1]: H~ = blockdiag_a(X~' diag(w p_a) X~) - sum_n w_n z_n z_n',
+        # z_n = p_n (kron) x~_n.
+        D = k + 1
+        Ht = np.zeros((k * D, k * D))
+        chunk = max(1, _CHUNK_ELEMENTS // (k * D))
+        for s in range(0, n, chunk):
+            xs = np.concatenate([x[s:s + chunk], np.ones((min(chunk, n - s), 1))], axis=1)
+            ps = P[s:s + chunk]
+            ws = sw[s:s + chunk]
+            Z = np.einsum("na,ni->nai", ps * np.sqrt(ws)[:, None], xs).reshape(len(xs), k * D)
+            Ht -= Z.T @ Z
+            xw = xs * ws[:, None]
+            for a in range(k):
+                sl = slice(a * D, (a + 1) * D)
+                Ht[sl, sl] += (xw * ps[:, a:a + 1]).T @ xs
+        perm = np.concatenate([
+            (np.arange(k)[:, None] * D + np.arange(k)[None, :]).ravel(),
+            np.arange(k) * D + k,
+        ])
+        H = Ht[np.ix_(perm, perm)]
+        H[np.diag_indices(m)] += self.pen_diag
+        return H
+
+
+def multinomial_objective(
+    theta: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    structure: str = "full",
+    penalty: QuadraticPenalty | None = None,
+    sample_weight: ArrayLike | None = None,
+    hessian: bool = False,
+) -> tuple[float, Array] | tuple[float, Array, Array]:
+    """Objective ``L(theta)`` and its exact gradient (and Hessian).
+
+    The same function :func:`fit_multinomial` minimises; exposed for tests,
+    benchmarks against generic optimisers, and Laplace approximations.
+
+    Parameters
+    ----------
+    theta : array-like of shape (m,)
+        Packed parameters (see the module docstring).
+    x : array-like of shape (n_samples, k)
+        Features.
+    y : array-like of shape (n_samples,)
+        Integer labels in ``0..k-1``.
+    structure : {"full", "diagonal", "scalar"}, default="full"
+    penalty : QuadraticPenalty or None, default=None
+    sample_weight : array-like of shape (n_samples,), optional
+    hessian : bool, default=False
+        Also return the dense Hessian (``m x m``).
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray of shape (m,)
+    hess : ndarray of shape (m, m), only with ``hessian=True``
+    """
+    prob = _make_problem(x, y, structure, penalty, sample_weight)
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.shape != (prob.m,):
+        raise ValueError(f"theta must have shape ({prob.m},); got {theta.shape}")
+    st = prob.state(theta)
+    if hessian:
+        return st.loss, st.grad, prob.hess_dense(st)
+    return st.loss, st.grad
+
+
+def multinomial_hessp(
+    theta: ArrayLike,
+    v: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    structure: str = "full",
+    penalty: QuadraticPenalty | None = None,
+    sample_weight: ArrayLike | None = None,
+) -> Array:
+    """Exact Hessian-vector product of :func:`multinomial_objective` at ``theta``."""
+    prob = _make_problem(x, y, structure, penalty, sample_weight)
+    st = prob.state(np.asarray(theta, dtype=np.float64))
+    return prob.hessp(st, np.asarray(v, dtype=np.float64))
+
+
+def _make_problem(
+    x: ArrayLike,
+    y: ArrayLike,
+    structure: str,
+    penalty: QuadraticPenalty | None,
+    sample_weight: ArrayLike | None,
+) -> _Problem:
+    check_option(structure, "structure", STRUCTURES)
+    x = check_features(x)
+    n, k = x.shape
+    y = check_labels(y, n_samples=n, n_classes=k)
+    sw = check_sample_weight(sample_weight, n_samples=n)
+    sw = sw / sw.sum()
+    if penalty is None:
+        penalty = make_penalty(k, "none")
+    if not isinstance(penalty, QuadraticPenalty):
+        raise ValueError(
+            f"penalty must be a QuadraticPenalty or None; got {type(penalty).__name__}"
+        )
+    if penalty.n_classes != k:
+        raise ValueError(f"penalty is for {penalty.n_classes} classes but x has {k} columns")
+    return _Problem(x, y, sw, structure, penalty)
+
+
+# ---------------------------------------------------------------------------
+# Solver
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of :func:`fit_multinomial`.
+
+    Attributes
+    ----------
+    W : ndarray of shape (k, k)
+        Fitted weights (row ``j`` gives the logit of class ``j``).
+    b : ndarray of shape (k,)
+        Fitted intercepts.
+    loss : float
+        Objective ``L`` (mean log-loss plus penalty) at ``(W, b)``.
+    grad_norm : float
+        Largest absolute entry of the gradient at ``(W, b)`` (projected onto
+        ``bounds`` when given).
+    n_iter : int
+        Newton iterations performed.
+    converged : bool
+        Whether ``grad_norm <= tol``.
+    message : str
+        Why the solver stopped.
+    theta : ndarray
+        Packed parameters of the structure (module docstring).
+    structure : str
+    n_hessp : int
+        Hessian-vector products used (``"newton-cg"`` only).
+    solver : str
+        ``"newton"`` or ``"newton-cg"``.
+    """
+
+    W: Array
+    b: Array
+    loss: float
+    grad_norm: float
+    n_iter: int
+    converged: bool
+    message: str
+    theta: Array = field(repr=False)
+    structure: str = "full"
+    n_hessp: int = 0
+    solver: str = "newton"
+
+
+def _initial_theta(init: Any, structure: str, k: int) -> Array:
+    if init is None:
+        return {"full": np.concatenate([np.eye(k).ravel(), np.zeros(k)]),
+                "diagonal": np.concatenate([np.ones(k), np.zeros(k)]),
+                "scalar": np.ones(1)}[structure]
+    if isinstance(init, FitResult):
+        if init.structure == structure:
+            return np.array(init.theta, dtype=np.float64)
+        init = (init.W, init.b)
+    if isinstance(init, tuple) and len(init) == 2:
+        W, b = init
+        W = np.asarray(W, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        if W.shape != (k, k) or b.shape != (k,):
+            raise ValueError(f"init (W, b) must have shapes ({k}, {k}) and ({k},); "
+                             f"got {W.shape} and {b.shape}")
+        if structure == "diagonal":
+            return np.concatenate([np.diag(W), b])
+        if structure == "scalar":
+            return np.array([float(np.mean(np.diag(W)))])
+        return np.concatenate([W.ravel(), b])
+    theta = np.asarray(init, dtype=np.float64)
+    m = n_params(structure, k)
+    if theta.shape != (m,):
+        raise ValueError(f"init must be None, a FitResult, a (W, b) tuple or a packed "
+                         f"theta of shape ({m},); got shape {theta.shape}")
+    if not np.isfinite(theta).all():
+        raise ValueError("init contains NaN or inf")
+    return theta.copy()
+
+
+def fit_multinomial(
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    structure: str = "full",
+    penalty: QuadraticPenalty | None = None,
+    init: Any = None,
+    max_iter: int = 100,
+    tol: float = 1e-8,
+    sample_weight: ArrayLike | None = None,
+    solver: str = "auto",
+    bounds: tuple[float, float] | None = None,
+    warn: bool = True,
+) -> FitResult:
+    r"""Minimise the penalised multinomial log-loss (module docstring) exactly.
+
+    Parameters
+    ----------
+    x : array-like of shape (n_samples, k)
+        Features; for Dirichlet calibration the floored log-probabilities of
+        :func:`bayescal.maps.log_features`, for matrix/vector scaling logits.
+    y : array-like of shape (n_samples,)
+        Integer labels ``0..k-1`` (column ``j`` is class ``j``; classes may be
+        absent).
+    structure : {"full", "diagonal", "scalar"}, default="full"
+        Weight structure (matrix/Dirichlet, vector scaling, temperature).
+    penalty : QuadraticPenalty or None, default=None
+        From :func:`make_penalty`; ``None`` fits the plain MLE.
+    init : None, FitResult, (W, b) tuple or packed theta, default=None
+        Starting point; ``None`` is the identity map ``W = I, b = 0``. Pass the
+        previous fit to warm-start along a regularisation path.
+    max_iter : int, default=100
+        Maximum Newton iterations.
+    tol : float, default=1e-8
+        Stop when the largest absolute gradient entry is ``<= tol``.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative weights; the data term is their weighted mean log-loss.
+    solver : {"auto", "newton", "newton-cg"}, default="auto"
+        Dense Newton or truncated Newton-CG (module docstring).
+    bounds : (float, float) or None, default=None
+        ``structure="scalar"`` only: keep the inverse temperature ``s`` in
+        ``[lo, hi]`` (projected Newton; by convexity the result is the
+        constrained optimum, and convergence is judged on the projected
+        gradient, which is zero at an active bound whose gradient points out).
+    warn : bool, default=True
+        Emit a :class:`~sklearn.exceptions.ConvergenceWarning` when not converged.
+
+    Returns
+    -------
+    FitResult
+
+    Notes
+    -----
+    When a class never occurs in ``y`` and its logit is not penalised (no
+    penalty, or ODIR with ``mu = 0``; the ODIR diagonal is always free), the
+    infimum drives that class's probability to zero and is not attained. The
+    solver then stops at the finite point where the gradient -- which is about
+    that probability -- falls below ``tol``: the class keeps a calibrated
+    probability of order ``tol`` or less.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.datasets import make_dirgen
+    >>> from bayescal.maps import log_features
+    >>> q, y, _, _ = make_dirgen(500, 3, rng=np.random.default_rng(0))
+    >>> res = fit_multinomial(log_features(q), y, penalty=make_penalty(3, "odir", 1e-3))
+    >>> res.converged, res.grad_norm <= 1e-8
+    (True, True)
+    """
+    check_option(solver, "solver", ("auto", "newton", "newton-cg"))
+    max_iter = check_positive_int(max_iter, "max_iter")
+    tol = check_nonnegative_float(tol, "tol", strict=True)
+    prob = _make_problem(x, y, structure, penalty, sample_weight)
+    theta = _initial_theta(init, structure, prob.k)
+    if solver == "auto":
+        solver = "newton" if prob.m <= DENSE_MAX_PARAMS else "newton-cg"
+    lo = hi = None
+    if bounds is not None:
+        if structure != "scalar":
+            raise ValueError(f"bounds are only supported for structure='scalar'; got {structure!r}")
+        lo, hi = _check_bounds(bounds)
+        theta = np.clip(theta, lo, hi)
+    st = prob.state(theta)
+    message = "maximum number of iterations (max_iter) reached"
+    converged = False
+    n_iter = 0
+    n_hessp = 0
+    damping = 0.0
+    for n_iter in range(max_iter + 1):  # noqa: B007 -- n_iter is reported
+        gmax = _projected_gmax(st, lo, hi)
+        if gmax <= tol:
+            converged = True
+            message = f"converged: max |gradient| {gmax:.3g} <= tol {tol:.3g}"
+            break
+        if n_iter == max_iter:
+            break
+        if solver == "newton":
+            step, damping = _newton_direction(prob.hess_dense(st), st.grad, damping)
+        else:
+            step, used = _cg_direction(prob, st, gmax)
+            n_hessp += used
+        new, ok = _line_search(prob, st, step, lo, hi)
+        if not ok:
+            message = (f"line search failed at max |gradient| {gmax:.3g} > tol {tol:.3g}: "
+                       "the objective cannot decrease further in float64 (raise tol)")
+            break
+        st = new
+    gmax = _projected_gmax(st, lo, hi)
+    W, b = unpack_params(st.theta, structure, prob.k)
+    if not converged and warn:
+        warnings.warn(
+            f"fit_multinomial ({solver}, structure={structure!r}) did not converge after "
+            f"{n_iter} iterations: max |gradient| {gmax:.3g} > tol {tol:.3g} ({message}). "
+            "Increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return FitResult(W, b, st.loss, gmax, n_iter, converged, message, st.theta.copy(),
+                     structure, n_hessp, solver)
+
+
+def _newton_direction(H: Array, g: Array, damping: float) -> tuple[Array, float]:
+    """Solve ``(H + damping I) p = -g`` by Cholesky, raising damping if needed."""
+    scale = max(float(np.max(np.abs(np.diag(H)))), 1e-300)
+    lam = 0.0
+    for attempt in range(40):
+        try:
+            c = scipy.linalg.cho_factor(H + lam * np.eye(len(g)), check_finite=False)
+            p = -scipy.linalg.cho_solve(c, g, check_finite=False)
+            if np.isfinite(p).all():
+                return p, lam
+        except np.linalg.LinAlgError:
+            pass
+        lam = scale * 1e-12 * 10.0**attempt if lam == 0.0 else lam * 10.0
+    return -g / scale, lam  # pragma: no cover - steepest descent fallback
+
+
+def _cg_direction(prob: _Problem, st: _State, gmax: float) -> tuple[Array, int]:
+    """Truncated preconditioned CG on ``H p = -g`` (Eisenstat-Walker forcing)."""
+    g = st.grad
+    gnorm = float(np.linalg.norm(g))
+    eta = min(0.5, np.sqrt(gnorm))
+    tol = eta * gnorm
+    M = prob.hess_diag(st)
+    M = np.where(1e-12 * M.max() < M, M, 1e-12 * M.max() if M.max() > 0 else 1.0)
+    p = np.zeros_like(g)
+    r = -g.copy()
+    z = r / M
+    d = z.copy()
+    rz = float(r @ z)
+    used = 0
+    for _ in range(max(50, min(len(g), 500))):
+        Hd = prob.hessp(st, d)
+        used += 1
+        dHd = float(d @ Hd)
+        if dHd <= 0:  # flat direction (unpenalised invariance): stop here
+            if used == 1:
+                p = z
+            break
+        alpha = rz / dHd
+        p += alpha * d
+        r -= alpha * Hd
+        if np.linalg.norm(r) <= tol:
+            break
+        z = r / M
+        rz_new = float(r @ z)
+        d = z + (rz_new / rz) * d
+        rz = rz_new
+    return p, used
+
+
+def _check_bounds(bounds: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bounds must be a pair (lo, hi) of numbers; got {bounds!r}") from exc
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"bounds must be finite with lo < hi; got {bounds!r}")
+    return lo, hi
+
+
+def _projected_gmax(st: _State, lo: float | None, hi: float | None) -> float:
+    """Max-abs gradient, zeroing components that push against an active bound."""
+    g = st.grad
+    if lo is not None:
+        at_lo = (st.theta <= lo) & (g > 0)
+        at_hi = (st.theta >= hi) & (g < 0)
+        g = np.where(at_lo | at_hi, 0.0, g)
+    return float(np.max(np.abs(g)))
+
+
+def _line_search(
+    prob: _Problem, st: _State, step: Array, lo: float | None = None, hi: float | None = None
+) -> tuple[_State, bool]:
+    """Backtracking Armijo search, tolerant of float64 rounding near the optimum."""
+    slope = float(st.grad @ step)
+    if not slope < 0:
+        step = -st.grad
+        slope = -float(st.grad @ st.grad)
+    slack = 8.0 * np.finfo(float).eps * max(1.0, abs(st.loss))
+    gmax = _projected_gmax(st, lo, hi)
+    t = 1.0
+    for _ in range(60):
+        trial = st.theta + t * step
+        if lo is not None:
+            trial = np.clip(trial, lo, hi)
+            slope = float(st.grad @ (trial - st.theta)) / t
+        new = prob.state(trial)
+        if np.isfinite(new.loss):
+            if new.loss <= st.loss + 1e-4 * t * slope:
+                return new, True
+            # At rounding level the loss cannot resolve the decrease: accept a
+            # step that does not raise the loss beyond rounding and shrinks the gradient.
+            if new.loss <= st.loss + slack and _projected_gmax(new, lo, hi) < gmax:
+                return new, True
+        t *= 0.5
+    return st, False
+
+
+def multinomial_log_loss(
+    x: ArrayLike, y: ArrayLike, W: ArrayLike, b: ArrayLike, sample_weight: ArrayLike | None = None
+) -> float:
+    """(Weighted) mean log-loss of the map ``softmax(W x + b)`` on features ``x``."""
+    x = check_features(x)
+    n, k = x.shape
+    y = check_labels(y, n_samples=n, n_classes=k)
+    sw = check_sample_weight(sample_weight, n_samples=n)
+    z = x @ np.asarray(W, dtype=np.float64).T + np.asarray(b, dtype=np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    nll = np.log(np.exp(z).sum(axis=1)) - z[np.arange(n), y]
+    return float(sw @ nll / sw.sum())

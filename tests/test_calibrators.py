@@ -1,0 +1,334 @@
+"""Calibrators on top of the solver: Dirichlet, matrix, vector and temperature scaling."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax, softmax
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
+
+from bayescal import (
+    DirichletCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+    dirlin_to_canonical,
+    dirlin_to_dirgen,
+    log_features,
+    log_loss,
+    make_dirgen,
+)
+from bayescal.calibrators.dirichlet import L2_GRID, ODIR_GRID
+from bayescal.optimize import fit_multinomial, make_penalty, multinomial_log_loss
+
+ESTIMATORS = {
+    "dirichlet": lambda: DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2),
+    "matrix": lambda: MatrixScaler(reg_lambda=1e-2, reg_mu=1e-2, input="probs"),
+    "vector": lambda: VectorScaler(),
+    "temperature": lambda: TemperatureScaler(),
+}
+
+
+def _dnn(shared_data, name: str) -> dict[str, np.ndarray]:
+    with np.load(shared_data / "dnn" / name) as f:
+        probs, y = f["probs"].astype(np.float64), f["y"]
+        q = probs / probs.sum(axis=1, keepdims=True)  # float32 rows, renormalised in float64
+        return {"val": (q[f["idx_val"]], y[f["idx_val"]]),
+                "test": (q[f["idx_test"]], y[f["idx_test"]])}
+
+
+@pytest.fixture(scope="module")
+def cifar10(shared_data):
+    return _dnn(shared_data, "netcal_cifar10_wideresnet16-4.npz")
+
+
+@pytest.fixture(scope="module")
+def synth():
+    q, y, _, _ = make_dirgen(400, 4, rng=np.random.default_rng(11))
+    return q, y
+
+
+def _fit_scores(name: str, q: np.ndarray) -> np.ndarray:
+    """Scores in the input convention of each estimator."""
+    return log_features(q) if name in ("vector", "temperature") else q
+
+
+# -- the fit is the solver's fit -------------------------------------------------
+def test_dirichlet_fixed_lambda_is_the_solver_fit(cifar10):
+    q, y = cifar10["val"]
+    cal = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-3).fit(q, y)
+    res = fit_multinomial(log_features(q), y, penalty=make_penalty(10, "odir", 1e-2, 1e-3))
+    assert cal.converged_ and cal.n_iter_ == res.n_iter
+    assert np.array_equal(cal.coef_, res.W) and np.array_equal(cal.intercept_, res.b)
+    assert cal.reg_lambda_ == 1e-2 and cal.reg_mu_ == 1e-3 and cal.cv_results_ is None
+    proba = cal.predict_proba(q)
+    assert np.allclose(proba.sum(axis=1), 1.0)
+    assert np.array_equal(cal.transform(q), proba)
+    assert np.array_equal(cal.predict(q), proba.argmax(axis=1))
+    for got, want in zip(cal.to_canonical(), dirlin_to_canonical(cal.coef_, cal.intercept_),
+                         strict=True):
+        assert np.allclose(got, want, rtol=1e-12)
+    for got, want in zip(cal.to_generative(), dirlin_to_dirgen(cal.coef_, cal.intercept_),
+                         strict=True):
+        assert np.allclose(got, want, rtol=1e-12)
+
+
+def test_l2_matches_dirichletcal_meaning(synth):
+    q, y = synth
+    cal = DirichletCalibrator(reg="l2", reg_lambda=0.5, reg_mu=None).fit(q, y)
+    k = 4
+    c = 0.5 / (k * (k + 1))
+    obj = multinomial_log_loss(log_features(q), y, cal.coef_, cal.intercept_) + c * (
+        np.sum(cal.coef_**2) + np.sum(cal.intercept_**2)
+    )
+    assert cal.loss_ == pytest.approx(obj, abs=1e-14)
+    assert cal.reg_mu_ is None
+
+
+def test_l2_identity_centre_leaves_calibrated_scores_alone():
+    """Strong L2 toward I keeps W ~ I; toward 0 flattens the map to uniform."""
+    q, y, _, _ = make_dirgen(300, 3, rng=np.random.default_rng(5))
+    ident = DirichletCalibrator(reg="l2", reg_lambda=1e6, center="identity").fit(q, y)
+    zero = DirichletCalibrator(reg="l2", reg_lambda=1e6).fit(q, y)
+    assert np.allclose(ident.coef_, np.eye(3), atol=1e-3)
+    assert np.allclose(zero.predict_proba(q), 1 / 3, atol=1e-3)
+
+
+# -- logits vs probabilities -------------------------------------------------------
+def test_logits_and_probs_give_the_same_fit(rng):
+    z = rng.normal(size=(500, 5)) * 3.0
+    y = np.array([rng.choice(5, p=p) for p in softmax(z / 1.7, axis=1)])
+    t_logits = TemperatureScaler().fit(z, y).temperature_
+    t_probs = TemperatureScaler().fit(log_features(softmax(z, axis=1)), y).temperature_
+    assert t_probs == pytest.approx(t_logits, rel=1e-8, abs=1e-8)
+    assert t_logits == pytest.approx(1.7, rel=0.2)
+    d_logits = DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3, input="logits").fit(z, y)
+    d_probs = DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3).fit(softmax(z, axis=1), y)
+    assert np.allclose(d_logits.coef_, d_probs.coef_, atol=1e-8)
+    assert np.allclose(d_logits.predict_proba(z), d_probs.predict_proba(softmax(z, axis=1)),
+                       atol=1e-10)
+
+
+def test_temperature_is_the_exact_optimum(rng):
+    z = rng.normal(size=(400, 4)) * 4.0
+    y = np.array([rng.choice(4, p=p) for p in softmax(z / 2.5, axis=1)])
+    ts = TemperatureScaler(tol=1e-10).fit(z, y)
+    x = log_softmax(z, axis=1)
+
+    def nll(t):
+        return -np.mean(log_softmax(x / t, axis=1)[np.arange(len(y)), y])
+
+    t = ts.temperature_
+    assert nll(t) <= min(nll(t * 1.0001), nll(t / 1.0001))
+    assert ts.fitted_ and ts.coef_[0, 0] == pytest.approx(1 / t)
+    assert np.array_equal(ts.predict(z), z.argmax(axis=1))  # accuracy preserved
+
+
+def test_vector_scaler_beats_identity_and_matches_solver(rng):
+    z = rng.normal(size=(300, 3)) + np.array([1.0, 0.0, -1.0])
+    y = rng.integers(0, 3, 300)
+    vs = VectorScaler().fit(z, y)
+    res = fit_multinomial(z, y, structure="diagonal", tol=1e-7)
+    assert np.allclose(vs.weights_, np.diag(res.W)) and np.allclose(vs.bias_, res.b)
+    assert vs.fitted_ and vs.converged_
+
+
+# -- never worse than the identity as lambda -> 0 -----------------------------------
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_lambda_to_zero_never_worse_than_identity(cifar10, name):
+    q, y = cifar10["val"]
+    est = ESTIMATORS[name]()
+    if name in ("dirichlet", "matrix"):
+        est.set_params(reg_lambda=1e-12, reg_mu=1e-12)
+    s = _fit_scores(name, q)
+    est.fit(s, y)
+    assert log_loss(y, est.predict_proba(s)) <= log_loss(y, q) + 1e-12
+
+
+# -- missing classes ----------------------------------------------------------------
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_class_missing_from_labels(synth, name):
+    q, y = synth
+    y = np.where(y == 1, 0, y)
+    s = _fit_scores(name, q)
+    est = ESTIMATORS[name]().fit(s, y)
+    proba = est.predict_proba(s)
+    assert proba.shape == (len(y), 4) and np.isfinite(proba).all()
+    assert np.array_equal(est.classes_, np.arange(4))
+    if name != "temperature":  # temperature cannot single out a class
+        assert proba[:, 1].max() < 1e-3
+    if name == "dirichlet":
+        free = DirichletCalibrator(reg="none").fit(q, y)
+        assert free.converged_ and np.isfinite(free.coef_).all()
+
+
+# -- hyperparameter search and the fold ensemble --------------------------------------
+def test_auto_grid_picks_the_best_held_out_log_loss(synth):
+    q, y = synth
+    cal = DirichletCalibrator().fit(q, y)  # reg_lambda = reg_mu = "auto": the 6 x 6 grid
+    res = cal.cv_results_
+    assert len(res["mean_test_log_loss"]) == 36
+    assert set(res["reg_lambda"]) == set(ODIR_GRID) and set(res["reg_mu"]) == set(ODIR_GRID)
+    best = int(np.argmin(res["mean_test_log_loss"]))
+    assert (cal.reg_lambda_, cal.reg_mu_) == (res["reg_lambda"][best], res["reg_mu"][best])
+    # the held-out losses are those of independent fits on each fold
+    x = log_features(q)
+    losses = []
+    for tr, te in StratifiedKFold(3).split(x, y):
+        fit = fit_multinomial(x[tr], y[tr],
+                              penalty=make_penalty(4, "odir", cal.reg_lambda_, cal.reg_mu_))
+        losses.append(multinomial_log_loss(x[te], y[te], fit.W, fit.b))
+    assert np.mean(losses) == pytest.approx(res["mean_test_log_loss"][best], abs=1e-9)
+    # refit on all the data at the chosen point
+    ref = fit_multinomial(x, y, penalty=make_penalty(4, "odir", cal.reg_lambda_, cal.reg_mu_))
+    assert np.allclose(cal.coef_, ref.W, atol=1e-8)
+
+
+def test_auto_l2_and_tied_mu_grids(synth):
+    q, y = synth
+    l2 = DirichletCalibrator(reg="l2", reg_mu=None).fit(q, y)
+    assert np.array_equal(l2.cv_results_["reg_lambda"], L2_GRID) and l2.reg_mu_ is None
+    tied = DirichletCalibrator(reg_mu=None).fit(q, y)
+    assert len(tied.cv_results_["mean_test_log_loss"]) == 6
+    assert tied.reg_mu_ == tied.reg_lambda_
+
+
+def test_ensemble_averages_the_fold_maps(synth):
+    q, y = synth
+    cal = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, ensemble=True, cv=KFold(3)).fit(q, y)
+    assert cal.coefs_.shape == (3, 4, 4) and cal.intercepts_.shape == (3, 4)
+    x = log_features(q)
+    maps = []
+    for (tr, _), W, b in zip(KFold(3).split(q), cal.coefs_, cal.intercepts_, strict=True):
+        fit = fit_multinomial(x[tr], y[tr], penalty=make_penalty(4, "odir", 1e-2, 1e-2))
+        assert np.allclose(W, fit.W, atol=1e-8) and np.allclose(b, fit.b, atol=1e-8)
+        maps.append(softmax(x @ W.T + b, axis=1))
+    assert np.allclose(cal.predict_proba(q), np.mean(maps, axis=0), atol=1e-12)
+    assert np.allclose(cal.coef_, cal.coefs_.mean(axis=0))
+    # refitting without the ensemble drops the fold maps
+    cal.set_params(ensemble=False).fit(q, y)
+    assert not hasattr(cal, "coefs_")
+
+
+# -- scikit-learn round trips -------------------------------------------------------
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_clone_and_pickle_round_trip(synth, name):
+    q, y = synth
+    s = _fit_scores(name, q)
+    est = ESTIMATORS[name]()
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and twin is not est
+    est.fit(s, y)
+    again = pickle.loads(pickle.dumps(est))
+    assert np.array_equal(again.predict_proba(s), est.predict_proba(s))
+    assert np.array_equal(clone(est).fit(s, y).predict_proba(s), est.predict_proba(s))
+
+
+def test_grid_search_over_lambda(synth):
+    q, y = synth
+    gs = GridSearchCV(DirichletCalibrator(reg_mu=None), {"reg_lambda": [1e-3, 1e-1, 10.0]},
+                      scoring="neg_log_loss", cv=3).fit(q, y)
+    assert gs.best_params_["reg_lambda"] in (1e-3, 1e-1, 10.0)
+    assert gs.best_estimator_.reg_lambda_ == gs.best_params_["reg_lambda"]
+    gs_t = GridSearchCV(TemperatureScaler(), {"tol": [1e-6, 1e-9]}, scoring="neg_log_loss",
+                        cv=3).fit(log_features(q), y)
+    assert np.isfinite(gs_t.best_score_)
+
+
+def test_parameter_schema_and_repr(synth):
+    q, y = synth
+    for cls in (TemperatureScaler, VectorScaler):
+        schema = cls.get_parameter_schema()
+        assert schema["type"] == "object"
+        assert set(schema["properties"]) == set(cls().get_params())
+        for name, spec in schema["properties"].items():
+            default = cls().get_params()[name]
+            assert spec["default"] == (list(default) if isinstance(default, tuple) else default)
+    ts = TemperatureScaler(max_iter=50)
+    assert repr(ts) == "TemperatureScaler(max_iter=50)" and not ts.fitted_
+    ts.fit(log_features(q), y)
+    assert repr(ts) == f"TemperatureScaler(temperature={ts.temperature_:.4f})" and ts.fitted_
+    assert repr(VectorScaler()) == "VectorScaler()"
+    assert repr(VectorScaler().fit(log_features(q), y)).startswith("VectorScaler(n_classes=4")
+
+
+def test_unconverged_fit_warns_with_the_setting(synth):
+    q, y = synth
+    with pytest.warns(ConvergenceWarning, match="Increase max_iter"):
+        cal = DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3, max_iter=1).fit(q, y)
+    assert not cal.converged_
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        VectorScaler(max_iter=1).fit(log_features(q), y)
+
+
+# -- bad input --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"reg": "l1"}, "reg must be one of"),
+        ({"reg_lambda": -1.0}, "reg_lambda must be a finite non-negative"),
+        ({"reg_lambda": "best"}, "reg_lambda must be a non-negative float or 'auto'"),
+        ({"reg_lambda": None}, "reg_lambda must be a non-negative float or 'auto'"),
+        ({"reg_mu": np.inf}, "reg_mu must be a finite non-negative"),
+        ({"reg": "l2", "reg_mu": 0.1}, "reg_mu is only used by reg='odir'"),
+        ({"reg": "none", "reg_lambda": 0.1, "reg_mu": None}, "reg_lambda is not used by"),
+        ({"center": "mean"}, "center must be one of"),
+        ({"cv": 1}, "cv must be an integer >= 2"),
+        ({"cv": 1000, "reg_lambda": "auto"}, "cv=1000 folds need at least 1000 samples"),
+        ({"ensemble": "yes"}, "ensemble must be one of"),
+        ({"input": "proba"}, "input must be one of"),
+        ({"eps": 0.0}, "eps must be a float in"),
+        ({"max_iter": 0}, "max_iter must be a positive integer"),
+        ({"tol": -1.0}, "tol must be a finite positive"),
+    ],
+)
+def test_dirichlet_bad_params(synth, params, match):
+    q, y = synth
+    est = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2).set_params(**params)
+    with pytest.raises(ValueError, match=match):
+        est.fit(q, y)
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "match"),
+    [
+        (TemperatureScaler, {"max_iter": 0}, "max_iter must be a positive integer"),
+        (TemperatureScaler, {"tol": 0.0}, "tol must be a finite positive"),
+        (TemperatureScaler, {"log_t_bounds": (4.0, -4.0)}, "log_t_bounds must be finite"),
+        (TemperatureScaler, {"log_t_bounds": ()}, r"log_t_bounds must be a pair"),
+        (VectorScaler, {"learning_rate": -0.1}, "learning_rate must be a finite positive"),
+        (VectorScaler, {"max_iter": 1.5}, "max_iter must be a positive integer"),
+        (VectorScaler, {"tol": np.nan}, "tol must be a finite positive"),
+    ],
+)
+def test_scaler_bad_params(synth, cls, params, match):
+    q, y = synth
+    with pytest.raises(ValueError, match=match):
+        cls(**params).fit(log_features(q), y)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_bad_scores_and_labels(synth, name):
+    q, y = synth
+    s = _fit_scores(name, q)
+    est = ESTIMATORS[name]()
+    with pytest.raises(ValueError, match="contains NaN or inf"):
+        est.fit(np.where(s == s.max(), np.nan, s), y)
+    with pytest.raises(ValueError, match="y has labels outside the classes 0..3"):
+        est.fit(s, y + 1)
+    with pytest.raises(ValueError, match="y has 399 labels but the scores have 400 rows"):
+        est.fit(s, y[1:])
+    with pytest.raises(ValueError, match="must have at least 2 classes"):
+        est.fit(s[:, :1], y * 0)
+    if name in ("dirichlet", "matrix"):
+        with pytest.raises(ValueError, match="rows must sum to 1"):
+            est.fit(q * 2.0, y)
+        with pytest.raises(ValueError, match="sample_weight must be finite and >= 0"):
+            est.fit(q, y, sample_weight=-np.ones(len(y)))
+    est.fit(s, y)
+    with pytest.raises(ValueError, match="has 3 columns but 4 classes were expected"):
+        est.predict_proba(s[:, :3])
