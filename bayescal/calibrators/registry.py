@@ -14,7 +14,7 @@ name                 estimator
 ``bayes-generative`` ``BayesianGenerativeCalibrator`` (PyMC, DirGen)
 ``temperature``      ``TemperatureScaler`` (one parameter)
 ``vector``           ``VectorScaler`` (diagonal W and b)
-``matrix``           ``MatrixScaler`` (full W and b, unpenalised)
+``matrix``           ``MatrixScaler(reg="none")`` (full W and b, unpenalised)
 ==================== ====================================================
 
 Estimator classes are imported only when a method is built, so the Bayesian
@@ -99,7 +99,8 @@ METHODS: MappingProxyType = MappingProxyType(
                   "Bayesian Dirichlet calibration (generative form, PyMC)", bayesian=True),
             _spec("temperature", _CAL, "TemperatureScaler", "temperature scaling (one parameter)"),
             _spec("vector", _CAL, "VectorScaler", "vector scaling (diagonal W and b)"),
-            _spec("matrix", _CAL, "MatrixScaler", "matrix scaling (full W and b, no penalty)"),
+            _spec("matrix", _CAL, "MatrixScaler", "matrix scaling (full W and b, no penalty)",
+                  reg="none"),
         )
     }
 )
@@ -144,7 +145,7 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
     Examples
     --------
     >>> from bayescal.calibrators.registry import make_calibrator
-    >>> make_calibrator("nope")
+    >>> make_calibrator("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: unknown calibration method 'nope'; valid methods are: dirichlet-odir, ...
