@@ -39,14 +39,7 @@ myst_heading_anchors = 3
 autosummary_generate = True
 autodoc_typehints = "none"
 templates_path = ["_templates"]
-# scikit-learn's generated metadata-routing setters are not bayescal API
-autodoc_default_options = {
-    "members": True,
-    "inherited-members": False,
-    "exclude-members": ",".join(
-        f"set_{m}_request" for m in ("fit", "score", "predict", "predict_proba", "transform")
-    ) + ",set_output,get_metadata_routing",
-}
+autodoc_default_options = {"members": True, "inherited-members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
@@ -56,3 +49,16 @@ intersphinx_mapping: dict[str, tuple[str, None]] = {}
 html_theme = "pydata_sphinx_theme"
 html_title = f"bayescal {version}"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+
+
+def _skip_sklearn_plumbing(app, what, name, obj, skip, options):
+    """Hide scikit-learn's generated metadata-routing methods (not bayescal API)."""
+    if name == "get_metadata_routing" or name == "set_output" or (
+        name.startswith("set_") and name.endswith("_request")
+    ):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_sklearn_plumbing)
