@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _methods import FAST_METHODS
 from sklearn.base import clone
 from sklearn.datasets import load_wine, make_classification
 from sklearn.linear_model import LogisticRegression
@@ -20,10 +21,8 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayescal import CalibratedClassifier
-from bayescal.calibrators.registry import METHODS, make_calibrator
+from bayescal.calibrators.registry import make_calibrator
 from bayescal.metrics import log_loss
-
-FAST_METHODS = [m for m, s in METHODS.items() if not s.bayesian]
 
 
 @parametrize_with_checks(
