@@ -239,20 +239,25 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _add_reproduce(sub: Any) -> None:
-    try:  # the experiments module may define its own options
-        from bayescal.experiments import add_reproduce_parser
+    """``bayescal reproduce``: the parser of :mod:`bayescal.experiments.command`.
+
+    Falls back to a parser with the same core options when the experiments
+    module cannot be imported (it needs the optional pandas), so that
+    ``bayescal reproduce`` then fails with a clear message.
+    """
+    try:
+        from bayescal.experiments.command import add_reproduce_parser
     except ImportError:
         add_reproduce_parser = None
     if add_reproduce_parser is not None:
         add_reproduce_parser(sub)
         return
-    p = sub.add_parser("reproduce", help="reproduce the paper's experiments",
+    p = sub.add_parser("reproduce", help="rerun the Dirichlet calibration paper's experiments",
                        description="Run an experiment suite of bayescal.experiments.")
-    p.add_argument("suite", help="experiment suite to run")
-    p.add_argument("--data-dir", default="../shared/data",
-                   help="data directory (default: %(default)s)")
-    p.add_argument("--out", default="results", help="output directory (default: %(default)s)")
-    p.add_argument("--quick", action="store_true", help="small settings for a fast check")
+    p.add_argument("--suite", required=True, help="experiment suite (uci or dnn)")
+    p.add_argument("--data-dir", default=None, help="directory of .npz data files")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--quick", action="store_true", help="small smoke run")
     p.add_argument("--jobs", type=int, default=1, help="parallel jobs (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_reproduce)

@@ -75,17 +75,23 @@ def format_table(rows: Sequence[Mapping[str, object]], *, keys: Sequence[str]) -
 
 
 def _draw_reliability(ax, y: ArrayLike, proba: ArrayLike, *, n_bins: int, title: str) -> None:
-    """Reliability diagram on ``ax``: bars of accuracy per confidence bin."""
-    try:  # prefer the project's diagram (helper module bayescal.plots) when present
+    """Confidence reliability diagram on ``ax``.
+
+    Uses :func:`bayescal.plots.reliability_diagram` (with its consistency
+    bands, seeded) when the plots module is present; otherwise draws the bars
+    of :func:`bayescal.metrics.reliability_table` itself.
+    """
+    from bayescal.metrics import expected_calibration_error, reliability_table
+
+    heading = f"{title}\nECE = {expected_calibration_error(y, proba, n_bins=n_bins):.4f}"
+    try:
         from bayescal.plots import reliability_diagram
-    except ImportError:
+    except ImportError:  # bayescal.plots not installed in this checkout
         reliability_diagram = None
     if reliability_diagram is not None:
-        reliability_diagram(y, proba, ax=ax, n_bins=n_bins)
-        ax.set_title(title)
+        reliability_diagram(y, proba, ax=ax, n_bins=n_bins, rng=0)
+        ax.set_title(heading)
         return
-    from bayescal.metrics import reliability_table
-
     t = reliability_table(y, proba, n_bins=n_bins)
     width = np.diff(t.edges)
     nonempty = t.counts > 0
@@ -96,7 +102,7 @@ def _draw_reliability(ax, y: ArrayLike, proba: ArrayLike, *, n_bins: int, title:
            color="#dd8452", alpha=0.5, edgecolor="#dd8452", label="gap to confidence")
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (top probability)",
-           ylabel="accuracy", title=f"{title}\nECE = {t.ece():.4f}")
+           ylabel="accuracy", title=heading)
     ax.legend(loc="upper left", fontsize="small")
 
 
