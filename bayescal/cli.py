@@ -6,7 +6,7 @@ Subcommands::
     bayescal apply model.json SCORES -o calibrated.npz|.csv
     bayescal evaluate SCORES [--labels FILE] [--model model.json] --report DIR
     bayescal demo [--report DIR]
-    bayescal reproduce SUITE [...]
+    bayescal reproduce --suite uci|dnn --out DIR [...]
 
 Score files are ``.npz`` (arrays ``probs`` or ``logits``, and ``y``), ``.npy``
 (scores; labels from ``--labels``) or ``.csv`` (one column per class plus a
