@@ -294,8 +294,9 @@ def _model_document(estimator: Any, *, method: str, training_hash: str,
         "b": as_list(b),
         "A": as_list(A),
         "c": as_list(c),
-        "hyperparameters": _encode(params, "hyperparameters"),
-        "fitted": _encode(_fitted_attributes(estimator, skip=fitted_skip), "fitted attributes"),
+        "hyperparameters": {k: _encode(v, f"hyperparameter {k}") for k, v in params.items()},
+        "fitted": {k: _encode(v, f"fitted attribute {k}")
+                   for k, v in _fitted_attributes(estimator, skip=fitted_skip).items()},
         "posterior": posterior,
     }
     if note is not None:
@@ -427,7 +428,7 @@ def load_model(path: str | os.PathLike) -> Any:
     if method not in METHODS:
         raise ValueError(f"{path} names unknown method {method!r}; valid: {', '.join(METHODS)}")
     spec = METHODS[method]
-    params = _decode(doc["hyperparameters"])
+    params = {k: _decode(v) for k, v in doc["hyperparameters"].items()}
     if spec.bayesian:
         post = path.parent / doc["posterior"]
         if not post.is_file():
@@ -450,8 +451,8 @@ def load_model(path: str | os.PathLike) -> Any:
                 f"{path}: estimator {doc.get('estimator')} with these hyperparameters is not "
                 f"method {method!r}"
             )
-    for name, value in _decode(doc["fitted"]).items():
-        setattr(est, name, value)
+    for name, value in doc["fitted"].items():
+        setattr(est, name, _decode(value))
     return est
 
 

@@ -68,7 +68,8 @@ def test_fit_apply_evaluate_end_to_end(files: Path, data: dict[str, np.ndarray])
     W, b, A, c = (np.array(doc[key]) for key in ("W", "b", "A", "c"))
     assert W.shape == (K, K) and b.shape == (K,) and A.shape == (K, K)
     assert (A >= 0).all() and np.isclose(c.sum(), 1.0)
-    assert doc["hyperparameters"]["__dict__"]["reg"] == "odir"
+    assert doc["hyperparameters"]["reg"] == "odir"
+    assert doc["fitted"]["coef_"]["shape"] == [K, K]
 
     r = run_cli("apply", "model.json", "test.csv", "-o", "calibrated.npz", cwd=files)
     assert r.returncode == 0, r.stderr
