@@ -267,6 +267,13 @@ def _canonical(estimator: Any) -> tuple[Any, Any, str | None]:
     return np.asarray(A, dtype=np.float64), np.asarray(c, dtype=np.float64), None
 
 
+def _map_description(estimator: Any) -> str:
+    if getattr(estimator, "_feature_space", "log") == "raw" and estimator.input == "logits":
+        return "calibrated = softmax(W z + b) on the raw logits z"
+    return ("calibrated = softmax(W x + b), x = max(ln q, ln eps) (from logits z: "
+            "x = max(log_softmax(z), ln eps)); canonical: softmax(A ln(k q) + ln c)")
+
+
 def _model_document(estimator: Any, *, method: str, training_hash: str,
                     posterior: str | None, fitted_skip: tuple[str, ...]) -> dict[str, Any]:
     from bayescal import __version__
@@ -289,7 +296,7 @@ def _model_document(estimator: Any, *, method: str, training_hash: str,
         "eps": params.get("eps"),
         "n_classes": int(getattr(estimator, "n_features_in_", len(b) if b is not None else 0)),
         "training_data_sha256": training_hash,
-        "map": "calibrated = softmax(W x + b), x = features of the scores (see docs)",
+        "map": _map_description(estimator),
         "W": as_list(W),
         "b": as_list(b),
         "A": as_list(A),
