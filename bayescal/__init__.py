@@ -8,11 +8,13 @@ from bayescal._validation import EPS
 from bayescal.calibrated import CalibratedClassifier
 from bayescal.calibrators import (
     DirichletCalibrator,
+    GenerativeDirichletCalibrator,
     MatrixScaler,
     TemperatureScaler,
     VectorScaler,
 )
 from bayescal.datasets import make_dirgen
+from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
     canonical_map,
     canonical_to_dirlin,
@@ -25,11 +27,16 @@ from bayescal.maps import (
 )
 from bayescal.metrics import (
     accuracy,
+    bootstrap_ci,
     brier_score,
     classwise_ece,
+    consistency_bands,
+    debiased_ece,
     expected_calibration_error,
     log_loss,
     max_calibration_error,
+    p_ece,
+    posterior_bands,
     reliability_table,
 )
 from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
@@ -37,6 +44,7 @@ from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "DirichletPrior",
     "EPS",
     "CalibratedClassifier",
     "DirichletCalibrator",
@@ -45,23 +53,31 @@ __all__ = [
     "QuadraticPenalty",
     "TemperatureScaler",
     "VectorScaler",
+    "GenerativeDirichletCalibrator",
     "__version__",
     "accuracy",
+    "bootstrap_ci",
     "brier_score",
     "canonical_map",
     "canonical_to_dirlin",
     "classwise_ece",
+    "consistency_bands",
+    "debiased_ece",
     "dirgen_map",
     "dirgen_to_dirlin",
+    "dirichlet_logpdf",
     "dirlin_map",
     "dirlin_to_canonical",
     "dirlin_to_dirgen",
     "expected_calibration_error",
     "fit_multinomial",
+    "fit_dirichlet",
     "log_features",
     "log_loss",
     "make_dirgen",
     "make_penalty",
     "max_calibration_error",
+    "p_ece",
+    "posterior_bands",
     "reliability_table",
 ]

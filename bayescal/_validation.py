@@ -10,19 +10,24 @@ and the only clipping anywhere in bayescal is the documented ``eps`` floor of
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "EPS",
     "ROW_SUM_ATOL",
     "check_alpha",
+    "check_concentration",
+    "check_dirichlet_statistics",
     "check_eps",
     "check_features",
+    "check_fraction",
     "check_labels",
     "check_linear_params",
     "check_pi",
@@ -31,6 +36,8 @@ __all__ = [
     "check_option",
     "check_positive_int",
     "check_nonnegative_float",
+    "check_proba_draws",
+    "check_rng",
 ]
 
 #: Default floor for probabilities before the logarithm: float64 machine
@@ -81,6 +88,33 @@ def check_nonnegative_float(value: Any, name: str, *, strict: bool = False) -> f
     return float(value)
 
 
+def check_fraction(value: Any, name: str) -> float:
+    """Check that ``value`` is a real number strictly between 0 and 1 (a level or quantile)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not np.isfinite(value)
+        or not 0.0 < value < 1.0
+    ):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """Turn ``None``, a non-negative integer seed or a Generator into a Generator.
+
+    Legacy ``RandomState`` objects and global seeding are not accepted, so a
+    result is reproducible exactly when the caller passes a seed or generator.
+    """
+    if rng is None or isinstance(rng, np.random.Generator):
+        return np.random.default_rng(rng)
+    if isinstance(rng, Integral) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng))
+    raise ValueError(
+        f"rng must be None, a non-negative integer seed or a numpy Generator; got {rng!r}"
+    )
+
+
 def check_eps(eps: Any) -> float:
     """Check the probability floor ``eps``: a float in (0, 1)."""
     if (
@@ -94,10 +128,17 @@ def check_eps(eps: Any) -> float:
 
 
 def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
+    if hasattr(scores, "tocsr") or hasattr(scores, "todense"):  # scipy.sparse
+        raise ValueError(
+            f"{name} must be a dense array: sparse input is not supported "
+            f"(got {type(scores).__name__}); call .toarray() first"
+        )
     try:
         arr = np.asarray(scores)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real: Complex data not supported (dtype {arr.dtype})")
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating)
         or np.issubdtype(arr.dtype, np.integer)
@@ -105,15 +146,20 @@ def _as_2d_float(scores: ArrayLike, name: str) -> NDArray[np.floating]:
     ):
         raise ValueError(f"{name} must be numeric; got dtype {arr.dtype}")
     if arr.ndim != 2:
+        hint = " Reshape your data: one row per sample, one column per class." * (arr.ndim == 1)
         raise ValueError(
             f"{name} must be 2-D of shape (n_samples, n_classes); got ndim={arr.ndim} "
-            f"with shape {arr.shape}"
+            f"with shape {arr.shape}.{hint}"
         )
     if arr.shape[0] < 1:
-        raise ValueError(f"{name} must have at least one row; got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have at least one row; got shape {arr.shape}: 0 sample(s) "
+            f"(shape={arr.shape}) while a minimum of 1 is required."
+        )
     if arr.shape[1] < 2:
         raise ValueError(
-            f"{name} must have at least 2 classes (columns); got shape {arr.shape}"
+            f"{name} must have at least 2 classes (columns); got shape {arr.shape}: "
+            f"{arr.shape[1]} feature(s) (shape={arr.shape}) while a minimum of 2 is required."
         )
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
@@ -189,6 +235,36 @@ def check_scores(
     return out
 
 
+def check_proba_draws(
+    proba_draws: ArrayLike, *, name: str = "proba_draws", n_samples: int | None = None
+) -> NDArray[np.float64]:
+    """Validate per-posterior-draw probabilities of shape ``(n_draws, n_samples, n_classes)``.
+
+    Every draw must be a valid probability matrix (see :func:`check_scores`);
+    the error names the first offending draw.
+    """
+    try:
+        arr = np.asarray(proba_draws)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D of shape (n_draws, n_samples, n_classes); got ndim="
+            f"{arr.ndim} with shape {arr.shape}"
+        )
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one draw; got shape {arr.shape}")
+    if n_samples is not None and arr.shape[1] != n_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[1]} samples per draw but {n_samples} were expected "
+            f"(shape {arr.shape})"
+        )
+    out = np.empty(arr.shape, dtype=np.float64)
+    for d in range(arr.shape[0]):
+        out[d] = check_scores(arr[d], kind="probs", name=f"{name}[{d}]")
+    return out
+
+
 def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.intp]:
     """Validate class labels against the score columns.
 
@@ -209,8 +285,18 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     -------
     y : ndarray of shape (n_samples,), intp
     """
+    if y is None:
+        raise ValueError(
+            "y is missing: this estimator requires y to be passed, but the target y is None"
+        )
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is read as "
+            "shape (n_samples,)",
+            DataConversionWarning,
+            stacklevel=3,
+        )
         arr = arr.ravel()
     if arr.ndim != 1:
         raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
@@ -228,7 +314,8 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     integral = np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
     if integral is not None and not integral.all():
         raise ValueError(
-            f"y must hold integer class codes; got non-integer values {_show(arr[~integral])}"
+            "y must hold integer class codes; got continuous (non-integer) values "
+            f"{_show(arr[~integral])}"
         )
     out = arr.astype(np.intp)
     outside = (out < 0) | (out >= n_classes)
@@ -328,3 +415,108 @@ def check_sample_weight(sample_weight: ArrayLike | None, *, n_samples: int) -> N
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
     return sw
+def check_concentration(
+    alpha: ArrayLike, *, n_classes: int | None = None, name: str = "alpha"
+) -> NDArray[np.float64]:
+    """Validate Dirichlet concentration vectors: shape (k,) or (m, k), finite and > 0.
+
+    Unlike :func:`check_alpha` (one row per class of a DirGen model, so square),
+    this accepts any number of rows, each a concentration over ``k`` coordinates.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim not in (1, 2) or alpha.shape[-1] < 2:
+        raise ValueError(
+            f"{name} must have shape (k,) or (m, k) with k >= 2; got shape {alpha.shape}"
+        )
+    if n_classes is not None and alpha.shape[-1] != n_classes:
+        raise ValueError(
+            f"{name} has {alpha.shape[-1]} coordinates but the scores have {n_classes} columns"
+        )
+    bad = ~np.isfinite(alpha) | (alpha <= 0)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        idx = ", ".join(map(str, where))
+        raise ValueError(
+            f"{name} must be finite and > 0; {name}[{idx}] = {float(alpha[where])!r}"
+        )
+    return alpha
+
+
+#: A Jensen gap ``-logsumexp(mean log q)`` at or below this value means that the
+#: samples of a class are (numerically) all the same point of the simplex: the
+#: Dirichlet likelihood then grows without bound as the concentration grows.
+JENSEN_GAP_TOL: float = 1e-10
+
+
+def check_dirichlet_statistics(
+    count: float,
+    mean_log: ArrayLike,
+    *,
+    log_floor: float | None = None,
+    name: str = "the data",
+    min_count: float = 2.0,
+) -> tuple[float, NDArray[np.float64]]:
+    r"""Check that a Dirichlet maximum-likelihood estimate exists for these statistics.
+
+    The Dirichlet log-likelihood depends on the samples only through their
+    number ``n`` and the mean log-features :math:`s = \frac1n\sum_i \ln q_i`.
+    A finite maximiser exists iff ``n >= 2`` and the samples are not all equal,
+    which the statistics reveal through the Jensen gap
+    :math:`\gamma = -\ln\sum_i e^{s_i} \ge 0` (zero iff every sample is the same
+    point). A coordinate whose mean equals the floor ``log_floor`` (every sample
+    has that probability at or below ``eps``) sends its concentration to zero.
+
+    Parameters
+    ----------
+    count : float
+        Number of samples (pseudo-samples of a prior included).
+    mean_log : array-like of shape (k,)
+        Mean floored log-features of those samples.
+    log_floor : float, optional
+        ``ln eps`` of the features; when given, coordinates at the floor raise.
+    name : str
+        What the statistics describe (e.g. ``"class 3"``), for the messages.
+    min_count : float, default=2.0
+        Smallest accepted ``count`` (pooled prior statistics may be fractional).
+
+    Returns
+    -------
+    count : float
+    mean_log : ndarray of shape (k,)
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the offending count, coordinate or gap.
+    """
+    hint = "pass prior= (e.g. prior=1.0) to regularise the fit"
+    s = np.asarray(mean_log, dtype=np.float64)
+    if s.ndim != 1 or s.shape[0] < 2:
+        raise ValueError(f"mean_log of {name} must have shape (k,) with k >= 2; got {s.shape}")
+    if not np.isfinite(count) or count < min_count or count <= 0:
+        raise ValueError(
+            f"{name} has {count:g} sample(s); a Dirichlet maximum-likelihood fit needs at "
+            f"least {min_count:g} distinct samples: {hint}"
+        )
+    if not np.isfinite(s).all() or (s > 0).any():
+        raise ValueError(
+            f"mean log-features of {name} must be finite and <= 0; got {_show(s)}"
+        )
+    if log_floor is not None:
+        at_floor = s <= log_floor * (1.0 - 1e-12)
+        if at_floor.any():
+            cols = np.flatnonzero(at_floor)
+            raise ValueError(
+                f"{name}: every sample has probability <= eps = {np.exp(log_floor):.3g} in "
+                f"column(s) {_show(cols)} (mean log-feature {s[cols[0]]:.6g} = ln eps), so all "
+                f"its mass sits on a face of the simplex and the maximum-likelihood "
+                f"concentration of those columns is 0: {hint}"
+            )
+    gap = -float(np.logaddexp.reduce(s))
+    if gap <= JENSEN_GAP_TOL:
+        raise ValueError(
+            f"{name}: its {count:g} samples are (numerically) identical, constant features "
+            f"(Jensen gap -logsumexp(mean log q) = {gap:.3g} <= {JENSEN_GAP_TOL:g}), so the "
+            f"maximum-likelihood concentration is infinite: {hint}"
+        )
+    return float(count), s

@@ -278,7 +278,8 @@ def test_unconverged_fit_warns_with_the_setting(synth):
         ({"reg": "none", "reg_lambda": 0.1, "reg_mu": None}, "reg_lambda is not used by"),
         ({"center": "mean"}, "center must be one of"),
         ({"cv": 1}, "cv must be an integer >= 2"),
-        ({"cv": 1000, "reg_lambda": "auto"}, "cv=1000 folds need at least 1000 samples"),
+        ({"cv": 1000, "reg_lambda": "auto"}, "cv=1000 folds need at least 1000 samples; got "
+         "n_samples=400"),
         ({"ensemble": "yes"}, "ensemble must be one of"),
         ({"input": "proba"}, "input must be one of"),
         ({"eps": 0.0}, "eps must be a float in"),

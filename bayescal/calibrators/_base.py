@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -55,6 +56,15 @@ class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
         """Validate ``scores`` and map them to the features of the fitted map."""
         check_input_params(self)
         n_classes = None if reset else getattr(self, "n_features_in_", None)
+        shape = np.shape(scores) if hasattr(scores, "shape") else None
+        if n_classes is not None and shape is not None and len(shape) == 2 and (
+            shape[1] != n_classes
+        ):
+            raise ValueError(
+                f"scores has {shape[1]} columns but {n_classes} classes were expected "
+                f"(X has {shape[1]} features, but {type(self).__name__} is expecting "
+                f"{n_classes} features as input)"
+            )
         s = check_scores(scores, kind=self.input, n_classes=n_classes)
         if reset:
             self.n_features_in_ = s.shape[1]
@@ -86,11 +96,20 @@ class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def predict(self, scores: ArrayLike) -> NDArray[np.intp]:
         """Most probable calibrated class (first on ties)."""
-        return self.classes_[np.argmax(self.predict_proba(scores), axis=1)]
+        proba = self.predict_proba(scores)  # checks fitted before classes_ is read
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def decision_function(self, scores: ArrayLike) -> NDArray[np.float64]:
-        """Calibrated log-probabilities (the map's logits, normalised)."""
-        return np.log(self.predict_proba(scores))
+        """Calibrated log-probabilities (the map's logits, normalised).
+
+        Shape ``(n_samples, n_classes)``; for two classes, scikit-learn's binary
+        convention: the log-odds ``ln p_1 - ln p_0`` of shape ``(n_samples,)``.
+        """
+        check_is_fitted(self, ("coef_", "intercept_"))
+        x = self._features(scores)
+        logits = x @ self.coef_.T + self.intercept_
+        logp = logits - logsumexp(logits, axis=1, keepdims=True)
+        return logp[:, 1] - logp[:, 0] if logp.shape[1] == 2 else logp
 
     # -- other forms ------------------------------------------------------
     def to_canonical(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

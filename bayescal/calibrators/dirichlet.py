@@ -331,7 +331,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         if isinstance(self.cv, Integral):
             n = x.shape[0]
             if self.cv > n:
-                raise ValueError(f"cv={self.cv} folds need at least {self.cv} samples; got {n}")
+                raise ValueError(
+                    f"cv={self.cv} folds need at least {self.cv} samples; got n_samples={n}"
+                )
             counts = np.bincount(y)
             if counts.max() < self.cv:  # too few per class to stratify
                 from sklearn.model_selection import KFold

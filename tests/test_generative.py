@@ -1,0 +1,223 @@
+"""GenerativeDirichletCalibrator: recovery, exact forms, streaming, Dask, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from bayescal import GenerativeDirichletCalibrator, make_dirgen
+from bayescal.maps import canonical_map, dirgen_map, dirlin_map
+
+TINY = float(np.finfo(np.float64).tiny)
+
+
+@pytest.fixture(scope="module")
+def data():
+    q, y, alpha, pi = make_dirgen(100_000, 5, rng=11, pi=np.full(5, 0.2))
+    return q, y, alpha, pi
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    q, y, _, _ = data
+    return GenerativeDirichletCalibrator().fit(q, y)
+
+
+def test_recovers_alpha_and_pi(data):
+    """k = 5 and about 20000 samples per class."""
+    q, y, alpha, pi = data
+    assert np.bincount(y).min() > 19_000
+    cal = GenerativeDirichletCalibrator(eps=TINY).fit(q, y)
+    assert cal.converged_ and cal.n_iter_.max() <= 20
+    np.testing.assert_allclose(cal.alpha_, alpha, rtol=0.05)
+    np.testing.assert_allclose(cal.pi_, pi, atol=0.01)
+    np.testing.assert_array_equal(cal.class_count_, np.bincount(y, minlength=5))
+    assert all(f.grad_norm < 1e-9 for f in cal.fits_)
+
+
+def test_three_forms_give_the_same_map(data, fitted):
+    q = data[0][:2000]
+    p = fitted.predict_proba(q)
+    np.testing.assert_allclose(p, dirgen_map(q, fitted.alpha_, fitted.pi_), atol=1e-10)
+    W, b = fitted.to_linear()
+    np.testing.assert_allclose(p, dirlin_map(q, W, b), atol=1e-10)
+    A, c = fitted.to_canonical()
+    np.testing.assert_allclose(p, canonical_map(q, A, c), atol=1e-10)
+    alpha, pi = fitted.to_generative()
+    np.testing.assert_array_equal(alpha, fitted.alpha_)
+    W[0, 0] = 99.0  # copies, not views
+    assert fitted.coef_[0, 0] != 99.0
+
+
+def test_partial_fit_over_chunks_equals_fit(data, fitted):
+    q, y, _, _ = data
+    cal = GenerativeDirichletCalibrator()
+    for start in range(0, len(y), 17_000):
+        cal.partial_fit(q[start : start + 17_000], y[start : start + 17_000])
+    np.testing.assert_array_equal(cal.class_count_, fitted.class_count_)
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(cal.intercept_, fitted.intercept_, rtol=1e-10, atol=1e-10)
+    # fit starts over
+    cal.fit(q[:5000], y[:5000])
+    assert cal.class_count_.sum() == 5000
+
+
+def test_partial_fit_keeps_statistics_through_a_degenerate_chunk(data, fitted):
+    q, y, _, _ = data
+    first = np.flatnonzero(y == 0)[:1].tolist() + np.flatnonzero(y != 0)[:50].tolist()
+    rest = np.setdiff1d(np.arange(len(y)), first)
+    cal = GenerativeDirichletCalibrator()
+    with pytest.raises(ValueError, match=r"class 0 has 1 sample\(s\)"):
+        cal.partial_fit(q[first], y[first])
+    assert cal.class_count_.sum() == 51
+    with pytest.raises(NotFittedError):
+        cal.predict_proba(q[:3])
+    cal.partial_fit(q[rest], y[rest])
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+    with pytest.raises(ValueError, match=r"scores has 3 columns but 5 classes"):
+        cal.partial_fit(np.full((2, 3), 1 / 3), [0, 1])
+
+
+def test_logits_and_probabilities_give_the_same_fit(data, fitted, rng):
+    q, y, _, _ = data
+    z = np.log(np.maximum(q, TINY)) + rng.normal(0.0, 3.0, size=(len(q), 1))
+    cal = GenerativeDirichletCalibrator(input="logits").fit(z, y)
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-9)
+    np.testing.assert_allclose(cal.predict_proba(z[:500]), fitted.predict_proba(q[:500]), atol=1e-9)
+
+
+def test_class_permutation_permutes_the_fit(data, fitted):
+    q, y, _, _ = data
+    perm = np.array([3, 0, 4, 1, 2])  # new column c holds old class perm[c]
+    inv = np.argsort(perm)
+    cal = GenerativeDirichletCalibrator().fit(q[:, perm], inv[y])
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_[np.ix_(perm, perm)], rtol=1e-10)
+    np.testing.assert_allclose(
+        cal.predict_proba(q[:300, perm]), fitted.predict_proba(q[:300])[:, perm], atol=1e-12
+    )
+
+
+def test_dask_fit_equals_numpy_fit(data, fitted):
+    # dask is a declared optional dependency ([dask] extra) and CI installs it;
+    # the skip only protects a bare install.
+    da = pytest.importorskip("dask.array", reason="dask is an optional dependency")
+    q, y, _, _ = data
+    qd = da.from_array(q, chunks=(13_000, 5))
+    cal = GenerativeDirichletCalibrator().fit(qd, da.from_array(y, chunks=9_000))
+    np.testing.assert_array_equal(cal.class_count_, fitted.class_count_)
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+    cal = GenerativeDirichletCalibrator().fit(qd, y)  # numpy labels with dask scores
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+    bad = q[:30_000].copy()
+    bad[20_000, 0] = np.nan
+    with pytest.raises(ValueError, match=r"in rows 13000..25999 of the dask array: .*NaN"):
+        GenerativeDirichletCalibrator().fit(da.from_array(bad, chunks=(13_000, 5)), y[:30_000])
+    with pytest.raises(ValueError, match=r"y must be 1-D with one label per score row"):
+        GenerativeDirichletCalibrator().fit(qd, y[:10])
+
+
+def _degenerate_cases():
+    rng = np.random.default_rng(5)
+    q = rng.dirichlet(np.ones(3), size=60)
+    y = np.repeat([0, 1, 2], 20)
+    one = y.copy()
+    one[40:59] = 1  # class 2 keeps a single sample
+    none = y.copy()
+    none[40:] = 1  # class 2 has no sample
+    const = q.copy()
+    const[y == 1] = [0.2, 0.3, 0.5]  # class 1: constant features
+    corner = q.copy()
+    corner[y == 0, 2] = 0.0  # class 0 never puts mass on column 2
+    corner[y == 0] /= corner[y == 0].sum(axis=1, keepdims=True)
+    return [
+        ("one_sample", q, one, r"class 2 has 1 sample\(s\); a Dirichlet maximum-likelihood"),
+        ("no_sample", q, none, r"class 2 has no samples .*pass prior="),
+        ("constant", const, y, r"class 1: its 20 samples are \(numerically\) identical"),
+        ("corner", corner, y, r"class 0: every sample has probability <= eps .*column\(s\) \[2\]"),
+    ]
+
+
+@pytest.mark.parametrize(("case", "q", "y", "match"), _degenerate_cases())
+def test_degenerate_classes_raise_or_use_the_prior(case, q, y, match):
+    cal = GenerativeDirichletCalibrator()
+    with pytest.raises(ValueError, match=match):
+        cal.fit(q, y)
+    assert not hasattr(cal, "coef_")  # nothing half-fitted
+    reg = GenerativeDirichletCalibrator(prior=1.0).fit(q, y)
+    assert reg.converged_ and np.isfinite(reg.alpha_).all() and (reg.alpha_ > 0).all()
+    p = reg.predict_proba(q)
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+def test_prior_shrinks_toward_the_identity_map(rng):
+    q = rng.dirichlet(np.ones(3), size=30)
+    y = rng.integers(0, 3, size=30)
+    strong = GenerativeDirichletCalibrator(prior=1e7).fit(q, y)
+    np.testing.assert_allclose(strong.predict_proba(q), q, atol=1e-4)
+
+
+def test_convergence_warning_names_the_setting(data):
+    q, y, _, _ = data
+    with pytest.warns(ConvergenceWarning, match=r"increase max_iter \(now 1\)"):
+        cal = GenerativeDirichletCalibrator(max_iter=1).fit(q[:3000], y[:3000])
+    assert not cal.converged_ and cal.n_iter_.max() == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"input": "proba"}, r"input must be one of \['probs', 'logits'\]; got 'proba'"),
+        ({"eps": 0.0}, r"eps must be a float in \(0, 1\); got 0.0"),
+        ({"max_iter": 0}, r"max_iter must be a positive integer; got 0"),
+        ({"tol": -1.0}, r"tol must be a finite positive number; got -1.0"),
+        ({"prior": "yes"}, r"prior must be None, a positive number"),
+    ],
+)
+def test_bad_parameters(params, match):
+    cal = GenerativeDirichletCalibrator(**params)
+    with pytest.raises(ValueError, match=match):
+        cal.fit(np.full((4, 2), 0.5), [0, 1, 0, 1])
+    assert clone(cal).get_params() == cal.get_params()
+
+
+def test_bad_scores_and_labels():
+    cal = GenerativeDirichletCalibrator()
+    with pytest.raises(ValueError, match=r"row 1 sums to 0.5"):
+        cal.fit([[0.5, 0.5], [0.25, 0.25]], [0, 1])
+    with pytest.raises(ValueError, match=r"y has 1 labels but the scores have 2 rows"):
+        cal.fit([[0.5, 0.5], [0.25, 0.75]], [0])
+    with pytest.raises(NotFittedError):
+        cal.to_linear()
+
+
+def test_fit_on_real_network_outputs_is_the_mle(dnn_cifar10):
+    """CIFAR-10 WRN softmax outputs (float32, some rows exactly one-hot).
+
+    Real outputs are not Dirichlet per class (docs/generative_vs_discriminative.md),
+    but the fit must still be the exact maximiser: scipy's generic optimiser on
+    the row-by-row likelihood finds nothing better.
+    """
+    from scipy.optimize import minimize
+
+    from bayescal.dirichlet import dirichlet_logpdf
+
+    d = dnn_cifar10
+    val, test = d["idx_val"], d["idx_test"]
+    cal = GenerativeDirichletCalibrator().fit(d["probs"][val], d["y"][val])
+    assert cal.converged_ and max(f.grad_norm for f in cal.fits_) < 1e-9
+    q0 = d["probs"][val][d["y"][val] == 0]
+    res = minimize(
+        lambda la: -dirichlet_logpdf(q0, np.exp(la)).mean(),
+        np.zeros(10),
+        method="L-BFGS-B",
+        options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-10},
+    )
+    ours = dirichlet_logpdf(q0, cal.alpha_[0]).mean()
+    assert ours >= -res.fun - 1e-9
+    assert ours == pytest.approx(cal.fits_[0].loglik, rel=1e-12)
+    p = cal.predict_proba(d["probs"][test])
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert np.isfinite(p).all()

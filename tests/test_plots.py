@@ -1,0 +1,287 @@
+"""Every figure renders to PNG with the Agg backend, with the expected artists and labels."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.quiver import Quiver  # noqa: E402
+
+from bayescal.datasets import make_dirgen  # noqa: E402
+from bayescal.maps import dirlin_map, dirlin_to_canonical, temperature_map  # noqa: E402
+from bayescal.metrics import posterior_bands, reliability_table  # noqa: E402
+from bayescal.plots import (  # noqa: E402
+    canonical_heatmap,
+    confusion_change,
+    forest_plot,
+    posterior_reliability_diagram,
+    reliability_diagram,
+    simplex_map,
+)
+
+KS = [2, 3, 10, 100]
+N_BINS = 8
+
+
+@pytest.fixture(autouse=True)
+def _close_figures(monkeypatch, tmp_path):
+    """No plot may call show() or write files; close every figure afterwards."""
+
+    def _no_show(*args, **kwargs):
+        raise AssertionError("plots must never call show()")
+
+    monkeypatch.setattr(plt, "show", _no_show)
+    monkeypatch.chdir(tmp_path)
+    yield
+    plt.close("all")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module", params=KS, ids=[f"k{k}" for k in KS])
+def data(request):
+    k = request.param
+    q, y, _, _ = make_dirgen(600, k, rng=k)
+    draws = np.stack([temperature_map(q, t, kind="probs") for t in (1.2, 1.5, 1.8, 2.1)])
+    return k, q, y, draws
+
+
+def _render(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=30)
+    png = buf.getvalue()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 500
+    return png
+
+
+def _labelled(ax) -> None:
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+
+
+def _check_reliability_panel(ax, *, band: bool) -> None:
+    assert len(ax.patches) == N_BINS  # one bar per bin, empty bins at height 0
+    assert len(ax.lines) == 2  # diagonal and bin means
+    bands = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert len(bands) == (1 if band else 0)
+    assert len(ax.texts) == 1  # the ECE note
+    _labelled(ax)
+
+
+@pytest.mark.parametrize("bands", [True, False])
+def test_confidence_reliability_diagram(data, bands):
+    k, q, y, _ = data
+    disp = reliability_diagram(y, q, n_bins=N_BINS, bands=bands, n_resamples=100, rng=0)
+    assert disp.axes.shape == (1,) and disp.classes is None
+    _check_reliability_panel(disp.axes[0], band=bands)
+    table = reliability_table(y, q, n_bins=N_BINS)
+    heights = [r.get_height() for r in disp.axes[0].patches]
+    np.testing.assert_allclose(heights, np.nan_to_num(table.accuracy))
+    if bands:
+        segments = disp.axes[0].collections[0].get_segments()
+        assert len(segments) == int(np.sum(table.counts > 0))
+    _render(disp.figure)
+
+
+def test_classwise_reliability_diagram(data):
+    k, q, y, _ = data
+    max_classes = 6  # k = 100 shows the 6 most frequent classes (keeps the test fast)
+    disp = reliability_diagram(y, q, kind="classwise", n_bins=N_BINS, n_resamples=100,
+                               max_classes=max_classes, rng=0)
+    n_panels = min(k, max_classes)
+    assert len(disp.axes) == n_panels == len(disp.tables) == len(disp.classes)
+    assert len(disp.figure.axes) == n_panels  # unused grid cells removed
+    for ax in disp.axes:
+        _check_reliability_panel(ax, band=True)
+    if k > max_classes:
+        freq = np.bincount(y, minlength=k)
+        assert sorted(freq[disp.classes]) == sorted(freq)[-max_classes:]
+        assert f"6 most frequent of {k} classes" in disp.figure._suptitle.get_text()
+    else:
+        assert disp.classes == list(range(k))
+    assert len(disp.figure.legends) == 1
+    _render(disp.figure)
+
+
+def test_classwise_default_top20_beyond_20_classes():
+    q, y, _, _ = make_dirgen(400, 30, rng=1)
+    disp = reliability_diagram(y, q, kind="classwise", bands=False)
+    assert len(disp.axes) == 20
+    assert len(set(disp.classes)) == 20
+
+
+def test_posterior_reliability_diagram(data):
+    k, q, y, draws = data
+    kind = "confidence" if k == 2 else "classwise"
+    disp = posterior_reliability_diagram(y, draws, kind=kind, n_bins=N_BINS, max_classes=4)
+    assert len(disp.axes) == (1 if kind == "confidence" else min(k, 4))
+    for ax in disp.axes:
+        _check_reliability_panel(ax, band=True)
+    expected = posterior_bands(draws, kind=kind, n_bins=N_BINS)
+    np.testing.assert_array_equal(disp.bands.low, expected.low)
+    labels = disp.axes[0].get_legend_handles_labels()[1]
+    assert "90% posterior band (4 draws)" in labels
+    _render(disp.figure)
+
+
+def test_simplex_map():
+    W = np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.0], [0.3, 0.0, 1.5]])
+    b = np.array([0.2, 0.0, -0.2])
+    ax = simplex_map(lambda q: dirlin_map(q, W, b), resolution=10, class_names=["a", "b", "c"])
+    quivers = [c for c in ax.collections if isinstance(c, Quiver)]
+    assert len(quivers) == 1 and quivers[0].N == 9 * 8 // 2
+    assert len(ax.lines) == 1  # the triangle
+    assert [t.get_text() for t in ax.texts] == ["a", "b", "c"]
+    _labelled(ax)
+    _render(ax.figure)
+
+
+def test_simplex_map_identity_has_no_arrows_and_accepts_estimators():
+    class Identity:
+        def predict_proba(self, q):
+            return dirlin_map(q, np.eye(3), np.zeros(3))
+
+    ax = simplex_map(Identity(), resolution=6)
+    quiver = ax.collections[0]
+    np.testing.assert_allclose(quiver.U, 0.0, atol=1e-12)
+    np.testing.assert_allclose(quiver.V, 0.0, atol=1e-12)
+
+
+def test_canonical_heatmap(data):
+    k, q, *_ = data
+    rng = np.random.default_rng(k)
+    A, c = dirlin_to_canonical(np.eye(k) + 0.2 * rng.random((k, k)), rng.normal(size=k))
+    axes = canonical_heatmap(A, c)
+    assert axes.shape == (2,)
+    ax_a, ax_c = axes
+    assert len(ax_a.images) == 1 and len(ax_c.images) == 1
+    np.testing.assert_allclose(ax_a.images[0].get_array(), A)
+    annotated = k <= 12
+    assert len(ax_a.texts) == (k * k if annotated else 0)
+    assert len(ax_c.texts) == (k if annotated else 0)
+    for ax in axes:
+        _labelled(ax)
+    _render(ax_a.figure)
+
+
+def test_confusion_change(data):
+    k, q, y, _ = data
+    after = dirlin_map(q, 0.5 * np.eye(k), np.linspace(0.0, 1.0, k))
+    ax = confusion_change(y, q, after)
+    assert len(ax.images) == 1
+    diff = np.asarray(ax.images[0].get_array())
+    pred_b, pred_a = q.argmax(1), after.argmax(1)
+    assert diff.sum() == 0  # samples move between cells, none appear
+    assert np.trace(diff) == np.sum(pred_a == y) - np.sum(pred_b == y)
+    assert len(ax.texts) == (k * k if k <= 12 else 0)
+    _labelled(ax)
+    _render(ax.figure)
+
+
+def test_forest_plot(data):
+    k, *_ = data
+    rng = np.random.default_rng(0)
+    draws = np.eye(k) + 0.1 * rng.normal(size=(300, k, k))
+    ax = forest_plot(draws, max_rows=40)
+    n_rows = min(k * k, 40)
+    segments = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert len(segments) == 1 and len(segments[0].get_segments()) == n_rows
+    assert len(ax.lines) == 2  # means and the reference line
+    assert len(ax.get_yticklabels()) == n_rows
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    if k * k > 40:
+        # the diagonal entries (mean about 1) have the largest |mean|
+        diagonal = {f"W[{j}, {j}]" for j in range(k)}
+        assert set(labels) <= diagonal if k >= 40 else diagonal <= set(labels)
+        assert "40 of" in ax.get_title()
+    else:
+        assert labels[0] == "W[0, 0]" and labels[-1] == f"W[{k - 1}, {k - 1}]"
+        # first parameter at the top
+        assert ax.get_yticks()[0] == max(ax.get_yticks())
+    _labelled(ax)
+    _render(ax.figure)
+
+
+def test_forest_plot_accepts_mapping_and_inference_data():
+    import arviz as az
+
+    rng = np.random.default_rng(1)
+    post = {"W": rng.normal(size=(2, 50, 3, 3)), "b": rng.normal(size=(2, 50, 3))}
+    idata = az.from_dict(posterior=post)
+    assert len(forest_plot(idata).get_yticklabels()) == 9
+    assert len(forest_plot(idata, var_names=["W", "b"]).get_yticklabels()) == 12
+    flat = {name: v.reshape((-1,) + v.shape[2:]) for name, v in post.items()}
+    ax = forest_plot(flat)
+    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "b[2]"
+
+
+def test_user_axes_are_used():
+    q, y, _, _ = make_dirgen(300, 3, rng=0)
+    fig, axes = plt.subplots(1, 2)
+    disp = reliability_diagram(y, q, ax=axes[0], bands=False)
+    assert disp.axes[0] is axes[0] and disp.figure is fig
+    disp = reliability_diagram(y, q, kind="classwise", classes=[2], ax=axes[1], bands=False)
+    assert disp.classes == [2] and disp.axes[0] is axes[1]
+    fig2 = plt.figure()
+    disp = reliability_diagram(y, q, kind="classwise", fig=fig2, bands=False)
+    assert disp.figure is fig2 and len(fig2.axes) == 3
+    A, c = dirlin_to_canonical(np.eye(3), np.zeros(3))
+    fig3, pair = plt.subplots(1, 2)
+    assert list(canonical_heatmap(A, c, axes=pair)) == list(pair)
+
+
+def test_import_bayescal_does_not_import_matplotlib():
+    code = (
+        "import sys, bayescal, bayescal.plots, bayescal.metrics; "
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env=env)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda q, y: reliability_diagram(y, q, kind="class"), "kind must be one of"),
+        (lambda q, y: reliability_diagram(y, q, ax=plt.gca(), fig=plt.figure()),
+         "either ax= or fig="),
+        (lambda q, y: reliability_diagram(y, q, kind="classwise", ax=plt.gca(), bands=False),
+         "has 3 panels but 1 axes"),
+        (lambda q, y: reliability_diagram(y, q, kind="classwise", classes=[5]),
+         "classes must be a non-empty list"),
+        (lambda q, y: reliability_diagram(y, q, class_names=["a"]), "class_names must have 3"),
+        (lambda q, y: reliability_diagram(y, q, classes=[0], bands=False),
+         "classes selects panels of kind='classwise'"),
+        (lambda q, y: posterior_reliability_diagram(y, q), "must be 3-D"),
+        (lambda q, y: posterior_reliability_diagram(y, np.stack([q, q + 0.1])),
+         r"proba_draws\[1\] rows must sum to 1"),
+        (lambda q, y: simplex_map("identity"), "must have predict_proba or be a callable"),
+        (lambda q, y: simplex_map(lambda p: p[:, :2]), "has 2 columns but 3 classes"),
+        (lambda q, y: simplex_map(lambda p: p, resolution=2), "resolution must be at least 3"),
+        (lambda q, y: canonical_heatmap(np.eye(3), [0.5, 0.6, 0.1]), "c rows must sum to 1"),
+        (lambda q, y: canonical_heatmap(np.ones((3, 2)), [0.5, 0.5]), "A must be a square"),
+        (lambda q, y: canonical_heatmap(np.eye(3), [0.2, 0.3, 0.5], annotate="yes"),
+         "annotate must be one of"),
+        (lambda q, y: confusion_change(y, q, q[:, :2] / q[:, :2].sum(1, keepdims=True)),
+         "proba_after has 2 columns"),
+        (lambda q, y: forest_plot(np.ones((1, 3, 3))), "n_draws >= 2"),
+        (lambda q, y: forest_plot(np.full((5, 2), np.nan)), "contain NaN or inf"),
+        (lambda q, y: forest_plot({"W": np.ones((5, 2))}, var_names=["A"]),
+         r"variables \['A'\] are not in draws"),
+        (lambda q, y: forest_plot(np.ones((5, 2)), level=94), "level must be a number"),
+    ],
+)
+def test_plot_input_errors(call, match):
+    q, y, _, _ = make_dirgen(50, 3, rng=0)
+    with pytest.raises(ValueError, match=match):
+        call(q, y)
