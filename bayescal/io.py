@@ -103,11 +103,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
     tmp_path = Path(tmp)
     try:
         write(tmp_path)
+        # mkstemp creates the file private (0600); give it the usual permissions
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _write_bytes(path: str | os.PathLike, data: bytes, *, overwrite: bool = False) -> Path:

@@ -90,7 +90,7 @@ def _draw_reliability(ax, y: ArrayLike, proba: ArrayLike, *, n_bins: int, title:
         reliability_diagram = None
     if reliability_diagram is not None:
         reliability_diagram(y, proba, ax=ax, n_bins=n_bins, rng=0)
-        ax.set_title(heading)
+        ax.set_title(title)  # the diagram prints the ECE itself
         return
     t = reliability_table(y, proba, n_bins=n_bins)
     width = np.diff(t.edges)
@@ -112,7 +112,7 @@ def reliability_png(y: ArrayLike, proba: ArrayLike, *, title: str, n_bins: int =
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2, 4.2))
+    fig = Figure(figsize=(4.8, 4.8))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _draw_reliability(ax, y, proba, n_bins=n_bins, title=title)
