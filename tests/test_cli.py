@@ -358,3 +358,25 @@ def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]
     np.testing.assert_allclose(applied, load_model(files / "bayes.json").predict_proba(data["q2"]),
                                rtol=0, atol=1e-12)
     assert main(argv) == 2  # both files exist now: refused without --force
+
+
+def test_output_files_have_the_usual_permissions(files: Path) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "p.json")]) == 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (files / "p.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_demo_small(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    report = tmp_path / "demo"
+    assert main(["demo", "--methods", "temperature", "dirichlet-l2", "--report", str(report),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for row in ("naive Bayes", "random forest", "logistic regression", "uncalibrated",
+                "temperature", "dirichlet-l2"):
+        assert row in out
+    html = (report / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3  # one uncalibrated diagram per classifier
+    rows = (report / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * 3  # header + 3 classifiers x (uncalibrated + 2 methods)
