@@ -380,3 +380,16 @@ def test_demo_small(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert html.count("data:image/png;base64,") == 3  # one uncalibrated diagram per classifier
     rows = (report / "metrics.csv").read_text().splitlines()
     assert len(rows) == 1 + 3 * 3  # header + 3 classifiers x (uncalibrated + 2 methods)
+
+
+@pytest.mark.parametrize(("param", "message"), [
+    ("reg_lambda", "--param must look like NAME=VALUE; got 'reg_lambda'"),
+    ("not_a_param=1", "has no parameter(s) ['not_a_param']"),
+    ("reg=l2", "fixes reg='odir'"),
+])
+def test_bad_param_exits_2(param: str, message: str, files: Path,
+                           capsys: pytest.CaptureFixture) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "dirichlet-odir",
+                 "--param", param, "-o", str(files / "x.json")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (files / "x.json").exists()
