@@ -171,18 +171,24 @@ class Report:
     def html(self) -> str:
         """A self-contained HTML document (images embedded as base64)."""
         esc = html.escape
-        best: dict[str, float] = {}
+        # best value per metric, within each group of rows sharing the first
+        # label (e.g. per classifier) when there are several label columns
+        def group(r: dict[str, object]) -> object:
+            return r[self.keys[0]] if len(self.keys) > 1 else None
+
+        best: dict[tuple[object, str], float] = {}
         for name, _, lower in METRICS:
-            vals = [float(r[name]) for r in self.rows]
-            if vals:
-                best[name] = min(vals) if lower else max(vals)
+            for g in {group(r) for r in self.rows}:
+                vals = [float(r[name]) for r in self.rows if group(r) == g]
+                best[g, name] = min(vals) if lower else max(vals)
         head = "".join(f"<th>{esc(h)}</th>" for h in [*self.keys, *(m for m, _, _ in METRICS)])
         body = []
         for r in self.rows:
             cells = [f"<td>{esc(str(r[k]))}</td>" for k in self.keys]
             for name, _, _ in METRICS:
                 v = float(r[name])
-                cls = "num best" if np.isclose(v, best[name], rtol=0, atol=5e-5) else "num"
+                top = np.isclose(v, best[group(r), name], rtol=0, atol=5e-5)
+                cls = "num best" if top else "num"
                 cells.append(f'<td class="{cls}">{v:.4f}</td>')
             body.append("<tr>" + "".join(cells) + "</tr>")
         figs = []
@@ -191,13 +197,14 @@ class Report:
             figs.append(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{b64}">'
                         f"<figcaption>{esc(name)}</figcaption></figure>")
         notes = "".join(f"<p>{esc(n)}</p>" for n in self.notes)
+        per_group = f" for each {esc(self.keys[0])}" if len(self.keys) > 1 else ""
         lower = ", ".join(m for m, _, lo in METRICS if lo)
         return (
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(self.title)}</title><style>{_CSS}</style></head><body>"
             f"<h1>{esc(self.title)}</h1>{notes}"
             f"<h2>Metrics</h2><p>Lower is better for {esc(lower)}; higher for accuracy. "
-            "Bold: best in the column. ECE: confidence ECE, 15 equal-width bins.</p>"
+            f"Bold: best in the column{per_group}. ECE: confidence ECE, 15 equal-width bins.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             f"<h2>Reliability diagrams</h2>{''.join(figs)}</body></html>\n"
         )
