@@ -379,8 +379,9 @@ def plot_dnn(
     """Grouped bars of ``metric`` per dataset and method from :func:`compare_dnn`.
 
     With ``relative=True`` each value is divided by the uncalibrated network's
-    (so 1 is "no change" and lower is better for losses); failed fits are
-    marked with an ``x`` at the baseline.
+    (so 1 is "no change" and lower is better for losses); failed fits (rows
+    with an ``error``) are marked with an ``x`` at the baseline, and methods
+    absent for a dataset get no bar.
 
     Returns
     -------
@@ -393,19 +394,20 @@ def plot_dnn(
                if not (relative and m == "uncalibrated")]
     width = 0.8 / max(len(methods), 1)
     for i, method in enumerate(methods):
-        vals = []
+        vals, failed = [], []
         for ds in datasets:
             row = next((r for r in results if r["dataset"] == ds and r["method"] == method), None)
             base = next(r for r in results if r["dataset"] == ds and r["method"] == "uncalibrated")
             v = np.nan if row is None else float(row[metric])
             vals.append(v / base[metric] if relative else v)
+            failed.append(row is not None and row.get("error") is not None)
         xs = np.arange(len(datasets)) + (i - (len(methods) - 1) / 2) * width
         vals_arr = np.array(vals)
-        ax.bar(xs, np.nan_to_num(vals_arr, nan=0.0), width, label=method)
-        failed = ~np.isfinite(vals_arr)
-        if failed.any():
-            ax.plot(xs[failed], np.ones(failed.sum()) if relative else np.zeros(failed.sum()),
-                    "kx")
+        shown = np.isfinite(vals_arr)  # methods not run on a dataset get no bar
+        ax.bar(xs[shown], vals_arr[shown], width, label=method)
+        bad = np.array(failed)
+        if bad.any():
+            ax.plot(xs[bad], np.full(bad.sum(), 1.0 if relative else 0.0), "kx")
     if relative:
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(datasets)))

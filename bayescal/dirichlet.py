@@ -119,9 +119,9 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: Rows of scores turned into features at a time (about 8 MB of float64 at
+#: Rows of scores turned into features at a time (about 2 MB of float64 at
 #: k = 100): keeps memory bounded and the working set in cache.
-CHUNK_ELEMENTS = 1 << 20
+CHUNK_ELEMENTS = 1 << 18
 
 
 # ---------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def sufficient_statistics(
     kind : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
     chunk_rows : int, optional
-        Rows per chunk; default about ``2**20 / k``.
+        Rows per chunk; default about ``2**18 / k``.
 
     Returns
     -------
@@ -311,9 +311,11 @@ def sufficient_statistics(
     """
     check_option(kind, "kind", ("probs", "logits"))
     eps = check_eps(eps)
+    if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
+        check_scores(scores, kind=kind)  # raises: sparse input is not supported
     s = np.asarray(scores)
-    if s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 2:
-        check_scores(s, kind=kind)  # raises, worded by the shared check
+    if s.dtype == object or s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 2:
+        check_scores(scores, kind=kind)  # raises, worded by the shared check
     n, k = s.shape
     labels = check_labels(y, n_samples=n, n_classes=k)
     step = (

@@ -109,7 +109,9 @@ def log_features(
     else:
         with np.errstate(divide="ignore"):
             x = np.log(s)
-    return np.maximum(x, np.log(eps))
+    # In place: x is a fresh array, and a second (n, k) allocation costs more
+    # than the maximum itself (page faults on first touch).
+    return np.maximum(x, np.log(eps), out=x)
 
 
 def dirlin_from_features(x: ArrayLike, W: ArrayLike, b: ArrayLike) -> Array:

@@ -100,8 +100,24 @@ STRUCTURES = ("full", "diagonal", "scalar")
 #: ``solver="auto"`` assembles the dense Hessian up to this many parameters.
 DENSE_MAX_PARAMS = 600
 
+#: Chord steps (reusing the last Hessian factorisation) start once a full
+#: Newton step shrank the max-abs gradient by this factor, and continue while
+#: each chord step shrinks it by ``CHORD_CONTRACTION``.
+CHORD_START = 0.1
+CHORD_CONTRACTION = 0.25
+
+#: Newton-CG uses the block-Jacobi preconditioner up to this many classes,
+#: and rebuilds its preconditioner every ``PRECOND_REFRESH`` iterations.
+BLOCK_PRECOND_MAX_K = 200
+PRECOND_REFRESH = 3
+
+#: Step-length factor of the backtracking line search.
+BACKTRACK = 0.5
+
 #: Rows per chunk when assembling a dense Hessian (bounds the temporary memory).
 _CHUNK_ELEMENTS = 2_000_000
+#: Largest cached ``n x (k+1)^2`` array of feature products (160 MB).
+_XX_MAX_ELEMENTS = 20_000_000
 
 
 # ---------------------------------------------------------------------------
@@ -401,6 +417,18 @@ class _Problem:
             return np.concatenate([np.einsum("na,na->a", R, x), R.sum(axis=0)])
         return np.array([np.einsum("na,na->", R, x)])
 
+    def _augmented(self) -> tuple[Array, Array | None]:
+        """``x~ = [x, 1]`` and, when it fits in memory, the row-wise ``x~ (kron) x~``."""
+        if not hasattr(self, "_xt"):
+            n, k = self.x.shape
+            self._xt = np.concatenate([self.x, np.ones((n, 1))], axis=1)
+            D = k + 1
+            self._xx = (
+                np.einsum("ni,nl->nil", self._xt, self._xt).reshape(n, D * D)
+                if n * D * D <= _XX_MAX_ELEMENTS else None
+            )
+        return self._xt, self._xx
+
     # -- second order ------------------------------------------------------
     def hessp(self, st: _State, v: Array) -> Array:
         """Exact Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``)."""
@@ -408,6 +436,43 @@ class _Problem:
         PU = st.P * U
         T = (PU - st.P * PU.sum(axis=1, keepdims=True)) * self.sw[:, None]
         return self._pullback(T) + self.pen_diag * v
+
+    def preconditioner(self, st: _State) -> Any:
+        """Approximate inverse Hessian for CG.
+
+        Full ``W``: block Jacobi, one ``(k+1) x (k+1)`` block per class (its row
+        of ``W`` and its intercept), ``X~' diag(w p_a (1 - p_a)) X~`` plus the
+        penalty, inverted exactly; it drops only the coupling between classes.
+        It costs ``O(n k^3)`` to build, so beyond :data:`BLOCK_PRECOND_MAX_K`
+        classes (and for the other structures) the Hessian diagonal is used.
+        """
+        k = self.k
+        if self.structure == "full" and k <= BLOCK_PRECOND_MAX_K:
+            xt, _ = self._augmented()
+            S = st.P * (1.0 - st.P) * self.sw[:, None]
+            D = k + 1
+            pen = np.concatenate([self.pen_diag[: k * k].reshape(k, k),
+                                  self.pen_diag[k * k:, None]], axis=1)
+            inv = np.empty((k, D, D))
+            root = np.sqrt(S)
+            for a in range(k):
+                Xa = xt * root[:, a:a + 1]
+                B = Xa.T @ Xa  # symmetric product (BLAS syrk)
+                B[np.diag_indices(D)] += pen[a]
+                scale = max(float(np.max(np.diag(B))), 1e-300)
+                B[np.diag_indices(D)] += 1e-12 * scale  # flat directions of reg="none"
+                inv[a] = np.linalg.inv(B)
+
+            def block(r: Array) -> Array:
+                R = np.concatenate([r[: k * k].reshape(k, k), r[k * k:, None]], axis=1)
+                Z = np.einsum("aij,aj->ai", inv, R)
+                return np.concatenate([Z[:, :k].ravel(), Z[:, k]])
+
+            return block
+        M = self.hess_diag(st)
+        floor = 1e-12 * M.max() if M.max() > 0 else 1.0
+        M = np.where(floor < M, M, floor)
+        return lambda r: r / M
 
     def hess_diag(self, st: _State) -> Array:
         """Diagonal of the Hessian (Jacobi preconditioner)."""
@@ -446,18 +511,22 @@ class _Problem:
         # with x~ = [x, 1]: H~ = blockdiag_a(X~' diag(w p_a) X~) - sum_n w_n z_n z_n',
         # z_n = p_n (kron) x~_n.
         D = k + 1
+        xt, xx = self._augmented()
         Ht = np.zeros((k * D, k * D))
         chunk = max(1, _CHUNK_ELEMENTS // (k * D))
+        root_w = np.sqrt(sw)
         for s in range(0, n, chunk):
-            xs = np.concatenate([x[s:s + chunk], np.ones((min(chunk, n - s), 1))], axis=1)
-            ps = P[s:s + chunk]
-            ws = sw[s:s + chunk]
-            Z = np.einsum("na,ni->nai", ps * np.sqrt(ws)[:, None], xs).reshape(len(xs), k * D)
-            Ht -= Z.T @ Z
-            xw = xs * ws[:, None]
-            for a in range(k):
-                sl = slice(a * D, (a + 1) * D)
-                Ht[sl, sl] += (xw * ps[:, a:a + 1]).T @ xs
+            sl = slice(s, s + chunk)
+            Z = np.einsum("na,ni->nai", P[sl] * root_w[sl, None], xt[sl])
+            Z = Z.reshape(Z.shape[0], k * D)
+            Ht -= Z.T @ Z  # symmetric rank update (BLAS syrk)
+        Pw = P * sw[:, None]
+        if xx is not None:  # all k diagonal blocks X~' diag(w p_a) X~ in one product
+            B = (xx.T @ Pw).T.reshape(k, D, D)
+        else:
+            B = np.stack([(xt * Pw[:, a:a + 1]).T @ xt for a in range(k)])
+        for a in range(k):
+            Ht[a * D:(a + 1) * D, a * D:(a + 1) * D] += B[a]
         perm = np.concatenate([
             (np.arange(k)[:, None] * D + np.arange(k)[None, :]).ravel(),
             np.arange(k) * D + k,
@@ -581,6 +650,8 @@ class FitResult:
     structure : str
     n_hessp : int
         Hessian-vector products used (``"newton-cg"`` only).
+    n_hess : int
+        Dense Hessians assembled (``"newton"`` only).
     solver : str
         ``"newton"`` or ``"newton-cg"``.
     """
@@ -596,6 +667,7 @@ class FitResult:
     structure: str = "full"
     n_hessp: int = 0
     solver: str = "newton"
+    n_hess: int = 0
 
 
 def _initial_theta(init: Any, structure: str, k: int) -> Array:
@@ -717,7 +789,10 @@ def fit_multinomial(
     converged = False
     n_iter = 0
     n_hessp = 0
-    damping = 0.0
+    n_hess = 0
+    factor = None  # Cholesky factor of the last dense Hessian, reused by chord steps
+    precond, precond_age = None, 0  # Newton-CG preconditioner and its age in iterations
+    chord = False
     for n_iter in range(max_iter + 1):  # noqa: B007 -- n_iter is reported
         gmax = _projected_gmax(st, lo, hi)
         if gmax <= tol:
@@ -726,16 +801,36 @@ def fit_multinomial(
             break
         if n_iter == max_iter:
             break
+        if chord and factor is not None:
+            # Near the optimum the Hessian barely moves: a step with the previous
+            # factorisation costs one gradient and still contracts the gradient
+            # fast. Keep it only if it does (else take a fresh Newton step).
+            trial = prob.state(st.theta - scipy.linalg.cho_solve(factor, st.grad))
+            if (trial.loss <= st.loss + _slack(st.loss)
+                    and _projected_gmax(trial, lo, hi) <= CHORD_CONTRACTION * gmax):
+                st = trial
+                continue
+            chord = False
+            if trial.loss < st.loss:
+                st = trial
+                continue
         if solver == "newton":
-            step, damping = _newton_direction(prob.hess_dense(st), st.grad, damping)
+            step, factor = _newton_direction(prob.hess_dense(st), st.grad)
+            n_hess += 1
         else:
-            step, used = _cg_direction(prob, st, gmax)
+            # The preconditioner only steers CG: rebuild it every few iterations.
+            if precond is None or precond_age >= PRECOND_REFRESH:
+                precond, precond_age = prob.preconditioner(st), 0
+            step, used = _cg_direction(prob, st, precond)
+            precond_age += 1
             n_hessp += used
-        new, ok = _line_search(prob, st, step, lo, hi)
-        if not ok:
+        new, t = _line_search(prob, st, step, lo, hi)
+        if new is None:
             message = (f"line search failed at max |gradient| {gmax:.3g} > tol {tol:.3g}: "
                        "the objective cannot decrease further in float64 (raise tol)")
             break
+        chord = (solver == "newton" and lo is None and t == 1.0
+                 and _projected_gmax(new, lo, hi) <= CHORD_START * gmax)
         st = new
     gmax = _projected_gmax(st, lo, hi)
     W, b = unpack_params(st.theta, structure, prob.k)
@@ -748,11 +843,21 @@ def fit_multinomial(
             stacklevel=2,
         )
     return FitResult(W, b, st.loss, gmax, n_iter, converged, message, st.theta.copy(),
-                     structure, n_hessp, solver)
+                     structure, n_hessp, solver, n_hess)
 
 
-def _newton_direction(H: Array, g: Array, damping: float) -> tuple[Array, float]:
-    """Solve ``(H + damping I) p = -g`` by Cholesky, raising damping if needed."""
+def _slack(loss: float) -> float:
+    """Rounding allowance on the objective (a few ulps of its magnitude)."""
+    return 8.0 * np.finfo(float).eps * max(1.0, abs(loss))
+
+
+def _newton_direction(H: Array, g: Array) -> tuple[Array, Any]:
+    """Solve ``(H + lam I) p = -g`` by Cholesky; ``lam = 0`` unless ``H`` is singular.
+
+    A singular ``H`` (an unpenalised full ``W`` has ``k + 1`` flat directions,
+    orthogonal to the gradient) gets the smallest Levenberg shift
+    ``lam = 1e-12 * 10^j * max|diag H|`` that factorises.
+    """
     scale = max(float(np.max(np.abs(np.diag(H)))), 1e-300)
     lam = 0.0
     for attempt in range(40):
@@ -760,24 +865,24 @@ def _newton_direction(H: Array, g: Array, damping: float) -> tuple[Array, float]
             c = scipy.linalg.cho_factor(H + lam * np.eye(len(g)), check_finite=False)
             p = -scipy.linalg.cho_solve(c, g, check_finite=False)
             if np.isfinite(p).all():
-                return p, lam
+                return p, c
         except np.linalg.LinAlgError:
             pass
-        lam = scale * 1e-12 * 10.0**attempt if lam == 0.0 else lam * 10.0
-    return -g / scale, lam  # pragma: no cover - steepest descent fallback
+        lam = scale * 1e-12 * 10.0**attempt
+    raise FloatingPointError(  # pragma: no cover - H has NaN entries
+        "the Hessian could not be factorised even with a large Levenberg shift"
+    )
 
 
-def _cg_direction(prob: _Problem, st: _State, gmax: float) -> tuple[Array, int]:
+def _cg_direction(prob: _Problem, st: _State, precond: Any) -> tuple[Array, int]:
     """Truncated preconditioned CG on ``H p = -g`` (Eisenstat-Walker forcing)."""
     g = st.grad
     gnorm = float(np.linalg.norm(g))
     eta = min(0.5, np.sqrt(gnorm))
     tol = eta * gnorm
-    M = prob.hess_diag(st)
-    M = np.where(1e-12 * M.max() < M, M, 1e-12 * M.max() if M.max() > 0 else 1.0)
     p = np.zeros_like(g)
     r = -g.copy()
-    z = r / M
+    z = precond(r)
     d = z.copy()
     rz = float(r @ z)
     used = 0
@@ -794,7 +899,7 @@ def _cg_direction(prob: _Problem, st: _State, gmax: float) -> tuple[Array, int]:
         r -= alpha * Hd
         if np.linalg.norm(r) <= tol:
             break
-        z = r / M
+        z = precond(r)
         rz_new = float(r @ z)
         d = z + (rz_new / rz) * d
         rz = rz_new
@@ -823,13 +928,16 @@ def _projected_gmax(st: _State, lo: float | None, hi: float | None) -> float:
 
 def _line_search(
     prob: _Problem, st: _State, step: Array, lo: float | None = None, hi: float | None = None
-) -> tuple[_State, bool]:
-    """Backtracking Armijo search, tolerant of float64 rounding near the optimum."""
+) -> tuple[_State | None, float]:
+    """Backtracking Armijo search, tolerant of float64 rounding near the optimum.
+
+    Returns the accepted state and step length, or ``(None, 0)`` on failure.
+    """
     slope = float(st.grad @ step)
     if not slope < 0:
         step = -st.grad
         slope = -float(st.grad @ st.grad)
-    slack = 8.0 * np.finfo(float).eps * max(1.0, abs(st.loss))
+    slack = _slack(st.loss)
     gmax = _projected_gmax(st, lo, hi)
     t = 1.0
     for _ in range(60):
@@ -840,13 +948,13 @@ def _line_search(
         new = prob.state(trial)
         if np.isfinite(new.loss):
             if new.loss <= st.loss + 1e-4 * t * slope:
-                return new, True
+                return new, t
             # At rounding level the loss cannot resolve the decrease: accept a
             # step that does not raise the loss beyond rounding and shrinks the gradient.
             if new.loss <= st.loss + slack and _projected_gmax(new, lo, hi) < gmax:
-                return new, True
-        t *= 0.5
-    return st, False
+                return new, t
+        t *= BACKTRACK
+    return None, 0.0
 
 
 def multinomial_log_loss(

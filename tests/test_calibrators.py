@@ -333,3 +333,13 @@ def test_bad_scores_and_labels(synth, name):
     est.fit(s, y)
     with pytest.raises(ValueError, match="has 3 columns but 4 classes were expected"):
         est.predict_proba(s[:, :3])
+
+
+def test_temperature_bounds_are_respected(rng):
+    z = rng.normal(size=(200, 3)) * 5.0
+    sep = TemperatureScaler().fit(z, z.argmax(axis=1))  # separable: T -> 0 without bounds
+    assert sep.temperature_ == pytest.approx(np.exp(-4.0), rel=1e-12) and sep.converged_
+    wide = TemperatureScaler(log_t_bounds=(-8.0, 8.0)).fit(z, z.argmax(axis=1))
+    assert wide.temperature_ < sep.temperature_
+    noise = TemperatureScaler().fit(z, (z.argmax(axis=1) + 1) % 3)  # anti-informative
+    assert noise.temperature_ == pytest.approx(np.exp(4.0), rel=1e-12)

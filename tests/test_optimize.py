@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.optimize
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
 from bayescal.datasets import make_dirgen
@@ -194,14 +196,37 @@ def test_objective_no_worse_than_scipy_lbfgs(cifar10, structure, pen_name):
     assert res.loss <= ref.fun + 1e-9
 
 
-def test_newton_cg_reaches_same_optimum(small):
+@pytest.mark.parametrize("structure", STRUCTURES)
+@pytest.mark.parametrize("pen_name", ["odir", "l2-identity", "none"])
+def test_newton_cg_reaches_same_optimum(small, structure, pen_name):
     x, y = small
-    pen = make_penalty(4, "odir", 0.1, 0.1)
-    dense = fit_multinomial(x, y, penalty=pen, solver="newton")
-    cg = fit_multinomial(x, y, penalty=pen, solver="newton-cg")
+    pen = _penalties(4)[pen_name]
+    kw = {"structure": structure, "penalty": pen}
+    dense = fit_multinomial(x, y, solver="newton", **kw)
+    cg = fit_multinomial(x, y, solver="newton-cg", **kw)
     assert cg.converged and cg.solver == "newton-cg" and cg.n_hessp > 0
-    assert np.allclose(cg.W, dense.W, atol=1e-7) and np.allclose(cg.b, dense.b, atol=1e-7)
+    assert dense.n_hess > 0 and dense.n_hessp == 0
     assert abs(cg.loss - dense.loss) < 1e-13
+    z, z_cg = x @ dense.W.T + dense.b, x @ cg.W.T + cg.b
+    assert np.allclose(z - z.mean(axis=1, keepdims=True), z_cg - z_cg.mean(axis=1, keepdims=True),
+                       atol=1e-6)
+    if pen is not None:  # a penalised optimum is unique
+        assert np.allclose(cg.W, dense.W, atol=1e-7) and np.allclose(cg.b, dense.b, atol=1e-7)
+
+
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(2, 6), kind=st.sampled_from(["odir", "l2"]))
+def test_relabelling_property(seed, k, kind):
+    """Hypothesis: for any data, penalty and relabelling, the fitted map permutes."""
+    rng = np.random.default_rng(seed)
+    q, y, _, _ = make_dirgen(60, k, rng=rng)
+    x = log_features(q)
+    perm = rng.permutation(k)
+    pen = make_penalty(k, kind, 0.05)
+    res = fit_multinomial(x, y, penalty=pen)
+    res_p = fit_multinomial(x[:, perm], np.argsort(perm)[y], penalty=pen)
+    assert np.allclose(res_p.W, res.W[np.ix_(perm, perm)], atol=1e-7)
+    assert np.allclose(res_p.b, res.b[perm], atol=1e-7)
 
 
 def test_starts_at_identity_and_warm_starts(small):

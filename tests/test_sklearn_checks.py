@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from bayescal import DirichletCalibrator, MatrixScaler, TemperatureScaler, VectorScaler
+from bayescal import (
+    DirichletCalibrator,
+    GenerativeDirichletCalibrator,
+    MatrixScaler,
+    TemperatureScaler,
+    VectorScaler,
+)
 
 ESTIMATORS = [
     DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, input="logits"),
@@ -18,6 +24,7 @@ ESTIMATORS = [
     MatrixScaler(reg_lambda=1e-2, reg_mu=1e-2),
     TemperatureScaler(),
     VectorScaler(),
+    GenerativeDirichletCalibrator(prior=1.0, input="logits"),
 ]
 
 _LABELS = (
@@ -43,9 +50,6 @@ _WEIGHTS = {
     "check_sample_weights_not_an_array": _LABELS,
     "check_sample_weights_shape": _LABELS,
     "check_sample_weights_not_overwritten": _LABELS,
-    "check_sample_weight_equivalence_on_dense_data": "on this near-separable random problem "
-    "both fits meet tol=1e-8 and predict_proba agrees, but log-probabilities below -100 "
-    "(p < 1e-40) sit in nearly flat directions and differ by ~1%",
 }
 
 
@@ -53,6 +57,14 @@ def _expected_failed_checks(estimator):
     failed = dict(_COMMON)
     if isinstance(estimator, DirichletCalibrator):
         failed.update(_WEIGHTS)
+        failed["check_sample_weight_equivalence_on_dense_data"] = (
+            "the check's labels use only 3 of the score columns: the absent classes' logits "
+            "run towards -inf and the fit stops where the gradient drops below tol, so their "
+            "log-probabilities (-20 to -200) agree only to ~1e-4 relative (predict_proba "
+            "agrees); it passes on some draws of the check's data"
+        )
+    if isinstance(estimator, GenerativeDirichletCalibrator):
+        failed["check_estimators_partial_fit_n_features"] = _LABELS
     if isinstance(estimator, TemperatureScaler):
         failed["check_classifiers_one_label"] = (
             "a temperature never changes the argmax of the scores, so it cannot predict "

@@ -146,8 +146,8 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         Samples seen per class (accumulated by :meth:`partial_fit`).
     feature_sum_ : ndarray of shape (k, k)
         Row ``j``: the sum of the log-features of class ``j``'s samples.
-    n_iter_ : ndarray of shape (k,)
-        Newton iterations per class.
+    n_iter_ : int
+        Newton iterations of the slowest class (per class: ``fits_[j].n_iter``).
     converged_ : bool
         Whether every class converged.
     fits_ : list of DirichletFit
@@ -246,7 +246,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             "pi_": pi,
             "coef_": W,
             "intercept_": b,
-            "n_iter_": np.array([f.n_iter for f in fits]),
+            "n_iter_": max(f.n_iter for f in fits),
             "converged_": converged,
             "fits_": fits,
         }
@@ -281,7 +281,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         self._set_state(stats, params)
         return self
 
-    def partial_fit(self, scores: ArrayLike, y: ArrayLike) -> GenerativeDirichletCalibrator:
+    def partial_fit(
+        self, scores: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None
+    ) -> GenerativeDirichletCalibrator:
         """Add a chunk of data to the statistics and refit from all chunks so far.
 
         Fitting chunk by chunk gives the same result as :meth:`fit` on all
@@ -298,6 +300,10 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         ----------
         scores : array-like or dask array of shape (n_chunk, n_classes)
         y : array-like or dask array of shape (n_chunk,)
+        classes : array-like of shape (n_classes,), optional
+            Accepted for scikit-learn's ``partial_fit`` signature; the classes
+            are always the score columns ``0 .. n_classes - 1``, so if given it
+            must hold codes among those.
 
         Returns
         -------
@@ -305,8 +311,26 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         """
         self._check_params()
         first = not hasattr(self, "class_count_")
+        shape = getattr(scores, "shape", None)
+        if not first and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"scores has {shape[1]} columns but {self.n_features_in_} classes were seen "
+                f"in earlier partial_fit calls (X has {shape[1]} features, but "
+                f"{type(self).__name__} is expecting {self.n_features_in_} features as input)"
+            )
         chunk = self._statistics(scores, y)
-        if not first and chunk.n_classes != self.n_features_in_:
+        if classes is not None:
+            codes = np.asarray(classes)
+            if not (
+                codes.ndim == 1
+                and np.issubdtype(codes.dtype, np.integer)
+                and np.isin(codes, np.arange(chunk.n_classes)).all()
+            ):
+                raise ValueError(
+                    f"classes must be score-column codes in 0..{chunk.n_classes - 1}; got "
+                    f"{codes.tolist()!r}"
+                )
+        if not first and chunk.n_classes != self.n_features_in_:  # inputs without .shape
             raise ValueError(
                 f"scores has {chunk.n_classes} columns but {self.n_features_in_} classes were "
                 "seen in earlier partial_fit calls"
