@@ -280,6 +280,61 @@ class SufficientStatistics:
         return cls(np.bincount(y, minlength=k).astype(np.float64), onehot_t @ x)
 
 
+def _is_dask_array(obj: Any) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(obj).__module__.startswith("dask.array") and hasattr(obj, "chunks")
+
+
+def _dask_sufficient_statistics(
+    scores: Any, y: Any, *, kind: str, eps: float
+) -> SufficientStatistics:
+    """Statistics of a Dask array: per-block statistics summed in one reduction.
+
+    Each row block is validated and turned into ``(counts, sums)`` where it
+    lives; only the ``k x (k + 1)`` results travel, and one ``compute`` runs the
+    whole graph (no block of scores is gathered on the client).
+    """
+    import dask.array as da  # optional dependency, imported only for Dask input
+
+    if scores.ndim != 2 or scores.shape[1] < 2:
+        raise ValueError(
+            f"scores must be 2-D of shape (n_samples, n_classes) with at least 2 classes; "
+            f"got shape {scores.shape}"
+        )
+    n, k = scores.shape
+    scores = scores.rechunk({1: -1})
+    labels = da.asarray(y) if not _is_dask_array(y) else y
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(
+            f"y must be 1-D with one label per score row ({n}); got shape {labels.shape}"
+        )
+    labels = labels.rechunk((scores.chunks[0],))
+
+    def block_stats(s: NDArray, yb: NDArray, block_info: Any = None) -> NDArray:
+        lo, hi = block_info[0]["array-location"][0] if block_info else (0, s.shape[0])
+        try:
+            x = log_features(s, kind=kind, eps=eps)
+            yy = check_labels(yb[:, 0], n_samples=s.shape[0], n_classes=k)
+        except ValueError as exc:
+            raise ValueError(f"in rows {lo}..{hi - 1} of the dask array: {exc}") from exc
+        part = SufficientStatistics.from_features(x, yy)
+        return np.concatenate([part.sums, part.counts[:, None]], axis=1)[None]
+
+    per_block = da.map_blocks(
+        block_stats,
+        scores,
+        labels[:, None],
+        chunks=((1,) * scores.numblocks[0], (k,), (k + 1,)),
+        new_axis=2,
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0), dtype=np.float64),
+    )
+    total = per_block.sum(axis=0).compute()
+    return SufficientStatistics(total[:, k].copy(), total[:, :k].copy())
+
+
 def sufficient_statistics(
     scores: ArrayLike,
     y: ArrayLike,
@@ -292,18 +347,21 @@ def sufficient_statistics(
 
     The features :math:`x = \max(\ln q, \ln\epsilon)` (or ``log_softmax(z)``
     floored the same way) are built ``chunk_rows`` rows at a time, so the
-    memory used on top of ``scores`` is one chunk.
+    memory used on top of ``scores`` is one chunk. A ``dask.array.Array`` is
+    reduced block by block where it lives (one ``compute`` of the
+    ``k x (k + 1)`` result; dask is imported only then).
 
     Parameters
     ----------
-    scores : array-like of shape (n_samples, k)
+    scores : array-like or dask array of shape (n_samples, k)
         Probabilities or logits (as ``kind`` says); column ``j`` is class ``j``.
-    y : array-like of shape (n_samples,)
+    y : array-like or dask array of shape (n_samples,)
         Integer labels ``0 .. k-1``.
     kind : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
     chunk_rows : int, optional
-        Rows per chunk; default about ``2**18 / k``.
+        Rows per chunk; default about ``2**18 / k`` (numpy input only: a dask
+        array keeps its own row blocks).
 
     Returns
     -------
@@ -311,6 +369,8 @@ def sufficient_statistics(
     """
     check_option(kind, "kind", ("probs", "logits"))
     eps = check_eps(eps)
+    if _is_dask_array(scores):
+        return _dask_sufficient_statistics(scores, y, kind=kind, eps=eps)
     if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
         check_scores(scores, kind=kind)  # raises: sparse input is not supported
     s = np.asarray(scores)
@@ -429,14 +489,20 @@ def _newton(
         a, sr, fr, gr = alpha[rows], s[rows], f[rows], g[rows]
         d = _newton_direction(a, gr)
         slope = np.einsum("ij,ij->i", gr, d)  # > 0: H is negative definite
+        # ... in exact arithmetic; at huge concentrations the Sherman-Morrison
+        # denominator cancels, so a row whose direction is not an ascent (or
+        # not finite) goes straight to the fixed-point step below.
+        usable = np.isfinite(slope) & (slope > 0)
         # Armijo with a rounding allowance: l is a difference of terms as large
         # as lnGamma(alpha_0), so near the optimum its computed increase is
         # below their float resolution; such steps are still taken.
         slack = 16.0 * np.finfo(np.float64).eps * scale[rows]
         t = np.ones(rows.size)
         new_a, new_f = a.copy(), fr.copy()
-        pending = np.ones(rows.size, dtype=bool)
+        pending = usable.copy()
         for _ in range(40):
+            if not pending.any():
+                break
             cand = a + t[:, None] * d
             positive = pending & np.all(cand > 0, axis=1)
             cand = np.where(positive[:, None], cand, a)
@@ -444,9 +510,8 @@ def _newton(
             ok = positive & (f_cand >= fr + 1e-4 * t * slope - slack)
             new_a[ok], new_f[ok] = cand[ok], f_cand[ok]
             pending &= ~ok
-            if not pending.any():
-                break
             t = np.where(pending, 0.5 * t, t)
+        pending |= ~usable
         if pending.any():
             # Minka's fixed point: always an ascent, always positive.
             fp = inverse_digamma(digamma(a[pending].sum(axis=1))[:, None] + sr[pending])
@@ -460,7 +525,10 @@ def _newton(
         alpha[rows], f[rows] = new_a, new_f
         _, scale[rows] = _rows_loglik(new_a, sr)
         g[rows] = digamma(new_a.sum(axis=1))[:, None] - digamma(new_a) + sr
-    return alpha, f, np.max(np.abs(g), axis=1), n_iter, messages
+    gnorm = np.max(np.abs(g), axis=1)
+    for i in np.flatnonzero(gnorm <= tol):  # e.g. a rejected polishing step
+        messages[i] = "gradient below tol"
+    return alpha, f, gnorm, n_iter, messages
 
 
 def _fit_rows(

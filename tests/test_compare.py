@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayescal import GenerativeDirichletCalibrator
+from bayescal import DirichletCalibrator, GenerativeDirichletCalibrator
 from bayescal.compare import (
     compare_dnn,
     compare_synthetic,
@@ -103,3 +103,28 @@ def test_plots_draw_on_the_given_axes(shared_data):
             plot_dnn(dnn, metric="auc", ax=axes[2])
     finally:
         plt.close(fig)
+
+
+def test_discriminative_beats_misspecified_generative():
+    """With mixture class-conditionals, the best DirLin map (ODIR/L2) is closer to the truth."""
+    rows = compare_synthetic((8000,), k=3, scenario="mixture", repeats=1, n_test=5000)
+    by = {r["method"]: r for r in rows}
+    assert set(by) == {"true map", "generative", "odir", "l2"}
+    for method in ("odir", "l2"):
+        assert by[method]["error"] is None
+        assert by[method]["map_tv"] < by["generative"]["map_tv"] - 0.005
+        assert by[method]["log_loss"] < by["generative"]["log_loss"]
+
+
+def test_real_network_generative_worse_than_uncalibrated(shared_data):
+    rows = compare_dnn(
+        shared_data / "dnn",
+        files=["netcal_cifar10_wideresnet16-4.npz"],
+        # fixed strengths (no CV) keep the test fast
+        methods={
+            "generative": GenerativeDirichletCalibrator(),
+            "odir": DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2),
+        },
+    )
+    ll = {r["method"]: r["log_loss"] for r in rows}
+    assert ll["odir"] < ll["uncalibrated"] < ll["generative"]

@@ -112,6 +112,9 @@ def test_dask_fit_equals_numpy_fit(data, fitted):
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
     cal = GenerativeDirichletCalibrator().fit(qd, y)  # numpy labels with dask scores
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+    streamed = GenerativeDirichletCalibrator()
+    streamed.partial_fit(qd[:40_000], y[:40_000]).partial_fit(qd[40_000:], y[40_000:])
+    np.testing.assert_allclose(streamed.alpha_, fitted.alpha_, rtol=1e-10)
     bad = q[:30_000].copy()
     bad[20_000, 0] = np.nan
     with pytest.raises(ValueError, match=r"in rows 13000..25999 of the dask array: .*NaN"):
@@ -223,3 +226,26 @@ def test_fit_on_real_network_outputs_is_the_mle(dnn_cifar10):
     p = cal.predict_proba(d["probs"][test])
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     assert np.isfinite(p).all()
+
+
+def test_dask_fit_never_materialises_the_array(data, fitted, monkeypatch):
+    """The statistics come from one compute of a (k, k+1) result; the scores are
+    never turned into one numpy array on the client."""
+    da = pytest.importorskip("dask.array", reason="dask is an optional dependency")
+    q, y, _, _ = data
+    qd = da.from_array(q, chunks=(20_000, 5))
+    calls = []
+    original = type(qd).compute
+
+    def forbid(self, *args, **kwargs):
+        raise AssertionError("the dask array was materialised on the client")
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.shape)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(qd), "__array__", forbid)
+    monkeypatch.setattr(type(qd), "compute", counting)
+    cal = GenerativeDirichletCalibrator().fit(qd, da.from_array(y, chunks=20_000))
+    assert calls == [(5, 6)]
+    np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)

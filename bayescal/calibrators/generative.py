@@ -25,12 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import (
-    EPS,
-    check_labels,
-    check_nonnegative_float,
-    check_positive_int,
-)
+from bayescal._validation import EPS, check_nonnegative_float, check_positive_int
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
     SufficientStatistics,
@@ -38,64 +33,11 @@ from bayescal.dirichlet import (
     fit_dirgen,
     sufficient_statistics,
 )
-from bayescal.maps import dirgen_to_dirlin, log_features
+from bayescal.maps import dirgen_to_dirlin
 
 __all__ = ["GenerativeDirichletCalibrator"]
 
 _PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_")
-
-
-def _is_dask_array(obj: Any) -> bool:
-    """True for a ``dask.array.Array`` (checked without importing dask)."""
-    return type(obj).__module__.startswith("dask.array") and hasattr(obj, "chunks")
-
-
-def _dask_statistics(scores: Any, y: Any, *, kind: str, eps: float) -> SufficientStatistics:
-    """Statistics of a Dask array: per-block statistics summed in one reduction.
-
-    Each row block is validated and turned into ``(counts, sums)`` where it
-    lives; only the ``k x (k + 1)`` results travel, and one ``compute`` runs the
-    whole graph (no block of scores is gathered on the client).
-    """
-    import dask.array as da  # optional dependency, imported only for Dask input
-
-    if scores.ndim != 2 or scores.shape[1] < 2:
-        raise ValueError(
-            f"scores must be 2-D of shape (n_samples, n_classes) with at least 2 classes; "
-            f"got shape {scores.shape}"
-        )
-    n, k = scores.shape
-    scores = scores.rechunk({1: -1})
-    labels = da.asarray(y) if not _is_dask_array(y) else y
-    if labels.ndim == 2 and labels.shape[1] == 1:
-        labels = labels[:, 0]
-    if labels.ndim != 1 or labels.shape[0] != n:
-        raise ValueError(
-            f"y must be 1-D with one label per score row ({n}); got shape {labels.shape}"
-        )
-    labels = labels.rechunk((scores.chunks[0],))
-
-    def block_stats(s: NDArray, yb: NDArray, block_info: Any = None) -> NDArray:
-        lo, hi = block_info[0]["array-location"][0] if block_info else (0, s.shape[0])
-        try:
-            x = log_features(s, kind=kind, eps=eps)
-            yy = check_labels(yb[:, 0], n_samples=s.shape[0], n_classes=k)
-        except ValueError as exc:
-            raise ValueError(f"in rows {lo}..{hi - 1} of the dask array: {exc}") from exc
-        part = SufficientStatistics.from_features(x, yy)
-        return np.concatenate([part.sums, part.counts[:, None]], axis=1)[None]
-
-    per_block = da.map_blocks(
-        block_stats,
-        scores,
-        labels[:, None],
-        chunks=((1,) * scores.numblocks[0], (k,), (k + 1,)),
-        new_axis=2,
-        dtype=np.float64,
-        meta=np.empty((0, 0, 0), dtype=np.float64),
-    )
-    total = per_block.sum(axis=0).compute()
-    return SufficientStatistics(total[:, k].copy(), total[:, :k].copy())
 
 
 class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
@@ -222,8 +164,6 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         check_nonnegative_float(self.tol, "tol", strict=True)
 
     def _statistics(self, scores: Any, y: Any) -> SufficientStatistics:
-        if _is_dask_array(scores):
-            return _dask_statistics(scores, y, kind=self.input, eps=self.eps)
         return sufficient_statistics(scores, y, kind=self.input, eps=self.eps)
 
     def _solve(self, stats: SufficientStatistics) -> dict[str, Any]:
@@ -273,7 +213,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         ValueError
             Bad input, or (without ``prior``) a class with no finite MLE; the
             message names the class and the count or statistic at fault.
-            Nothing is fitted then.
+            The estimator's state is then left as it was.
         """
         self._check_params()
         stats = self._statistics(scores, y)
