@@ -7,13 +7,16 @@
 from bayescal._validation import EPS
 from bayescal.calibrated import CalibratedClassifier
 from bayescal.calibrators import (
+    BetaCalibrator,
+    BinningCalibrator,
     DirichletCalibrator,
     GenerativeDirichletCalibrator,
+    IsotonicCalibrator,
     MatrixScaler,
     TemperatureScaler,
     VectorScaler,
 )
-from bayescal.datasets import make_dirgen
+from bayescal.datasets import load_uci, make_dirgen
 from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
 from bayescal.maps import (
     canonical_map,
@@ -44,12 +47,15 @@ from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "BetaCalibrator",
+    "BinningCalibrator",
     "CalibratedClassifier",
     "DirichletCalibrator",
     "DirichletPrior",
     "EPS",
     "FitResult",
     "GenerativeDirichletCalibrator",
+    "IsotonicCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
     "TemperatureScaler",
@@ -72,6 +78,7 @@ __all__ = [
     "expected_calibration_error",
     "fit_dirichlet",
     "fit_multinomial",
+    "load_uci",
     "log_features",
     "log_loss",
     "make_dirgen",

@@ -2,17 +2,33 @@
 
 :func:`make_dirgen` draws classifier scores from a known DirGen model, so the
 true calibration map is available in closed form for tests, notebooks and
-benchmarks.
+benchmarks. :func:`load_uci` reads the 21 tabular datasets of the Dirichlet
+calibration paper (and three extras), downloading and checksum-verifying them
+on first use.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from bayescal._validation import check_alpha, check_pi, check_positive_int
+from bayescal._validation import check_alpha, check_labels, check_pi, check_positive_int
 
-__all__ = ["default_dirgen_params", "make_dirgen"]
+__all__ = [
+    "PAPER_UCI_DATASETS",
+    "UCI_CHECKSUMS",
+    "UCIDataset",
+    "default_dirgen_params",
+    "load_uci",
+    "make_dirgen",
+]
 
 
 def default_dirgen_params(
@@ -104,3 +120,195 @@ def make_dirgen(
         g[bad] = rng.standard_gamma(alpha[y[bad]])
         s = g.sum(axis=1, keepdims=True)
     return g / s, y.astype(np.intp), alpha, pi
+
+
+# ---------------------------------------------------------------------------
+# Real data: the UCI datasets of the Dirichlet calibration paper
+# ---------------------------------------------------------------------------
+
+#: The 21 datasets of Kull et al. (2019), section 4.1, in the paper's order.
+PAPER_UCI_DATASETS: tuple[str, ...] = (
+    "abalone", "balance-scale", "car", "cleveland", "dermatology", "glass",
+    "iris", "landsat-satellite", "libras-movement", "mfeat-karhunen",
+    "mfeat-morphological", "mfeat-zernike", "optdigits", "page-blocks",
+    "pendigits", "segment", "shuttle", "vehicle", "vowel", "waveform-5000",
+    "yeast",
+)  # fmt: skip
+
+#: SHA-256 of every published ``<name>.npz`` (arrays ``X`` float64 raw
+#: features, ``y`` int64 codes ``0..K-1``, ``class_names``). Computed from the
+#: project's reference copies; a download whose digest differs is rejected.
+UCI_CHECKSUMS: dict[str, str] = {
+    "abalone": "cdcb25b81513606ccbe3544241d8ff7e7179d05805a8730f6a2b9365c55a4503",
+    "autos": "817d370fb870fcbce8ddeab1fd5753640c8d6efc7841cbaa0446841d7266eb3a",
+    "balance-scale": "184c1171178d98e1114b87339cbb3c7cf7308740ce73266590f171b7ecb04e41",
+    "car": "50c23cc4a37e65420ed83572bd6cface76ef7d80c7e8d3d41fee4a87554f6ad7",
+    "cleveland": "65cc7058c09a88a1a0bf9ace31355d0e6867017ccd34d1b82cac8ccec744e3af",
+    "dermatology": "a7f66dad212b937a4b6886e0d5d1910fe5eef076dfde4b7e13f325e1088e77b6",
+    "ecoli": "e5192e28526a139d9d784a7f27515cfb2b11006c0cc1496ae3f1cb5c3ef3b670",
+    "glass": "59400d8ce3b6e2ce169f09fad1dbf2f1d2818409a6f921af379ef4f84bc72296",
+    "iris": "fd2a652bce8f6efb3d4f1d804352f41d7d6255f8a9d1833ee333501e6194c328",
+    "landsat-satellite": "4d88512ac0356e54a310343e6dbf0eaaf4b529a0ba16731ba8e7c408cabc6460",
+    "libras-movement": "db857204316da95735ead4f26f7c9ebb3c08b3c590fe7f23b61e9c0bf4dd9966",
+    "mfeat-karhunen": "4b3fb333af1570f2d953541c4d5a842e0941e01cbcce9a23c12a95d9f57e8f3a",
+    "mfeat-morphological": "e0664397613f2c8544d37446da480c1510a32a1e36261d18993cb4cedb85dea0",
+    "mfeat-zernike": "295b108981d7fafe42d07ac5811ddfc56473a2e17851cc8492bf0f19b3aef49c",
+    "optdigits": "3cdb3740743d669fbef109568d3be6b25b75663b9a503814d57f8e55f93868df",
+    "page-blocks": "0daafb2349ae8547007e47a90c9803b5fc0648c81fd36e8af970314921e1b6ec",
+    "pendigits": "947326d29a5365309d942a1a88cde56eb306eaca67bb6f0558d34d1543cd669f",
+    "segment": "7f1f66a5422c987c142d1856d0c5f5c66181fa5fb71af36b46e5386d52e70fc3",
+    "shuttle": "c796c29bba235ea906cbc4990b229a0a5638c8dbf7cd9f5cce49d84cde9a9ee8",
+    "vehicle": "f5376ccdc1d14ea8a6199f0d8c2c92af2840d91a75d666d743be3579d2cd6778",
+    "vowel": "92b21ef68c7310799c96d37529b2aa30fc66a90e87891ae84d3f91b2f5f59b9d",
+    "waveform-5000": "8daa6fe8ef12cbea55ba0819d52d7ae2db63000c3aa543d25b389f967fde1a16",
+    "yeast": "17785eccb78d939ea0f2d3a2c38916035aeaeae7f82e6153a73d6a6fe88c0162",
+    "zoo": "9bff77eb4f09f95541c32fd356742c1ceecfc310e258a4d72d67cc7351378380",
+}
+
+#: Where :func:`load_uci` downloads ``<name>.npz`` from (``{name}`` is filled
+#: in): the project's data release, whose files must match :data:`UCI_SHA256`.
+#: NOTE: that release is not published yet; until it is, point the
+#: ``BAYESCAL_DATA_URL`` environment variable (same ``{name}`` placeholder) at a
+#: mirror of the files, or pass ``data_home`` holding them.
+UCI_URL = "https://github.com/bayescal/bayescal-data/releases/download/uci-v1/{name}.npz"
+
+
+@dataclass(frozen=True)
+class UCIDataset:
+    """One tabular dataset: raw features, integer labels and class names.
+
+    Attributes
+    ----------
+    name : str
+    X : ndarray of shape (n_samples, n_features)
+        Raw (not standardised) features, rows in the original order (often
+        sorted by class: shuffle before cross-validation).
+    y : ndarray of shape (n_samples,)
+        Labels ``0 .. n_classes-1``.
+    class_names : ndarray of shape (n_classes,)
+    """
+
+    name: str
+    X: NDArray[np.float64]
+    y: NDArray[np.intp]
+    class_names: NDArray[np.str_]
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes (length of ``class_names``)."""
+        return int(len(self.class_names))
+
+
+def _data_cache_dir() -> Path:
+    """``$BAYESCAL_DATA`` or ``~/.cache/bayescal``."""
+    env = os.environ.get("BAYESCAL_DATA")
+    return Path(env) if env else Path.home() / ".cache" / "bayescal"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _download(url: str, dest: Path) -> None:
+    """Fetch ``url`` into ``dest`` (the one network access of bayescal)."""
+    with urllib.request.urlopen(url, timeout=60) as response, open(dest, "wb") as out:
+        while chunk := response.read(1 << 20):
+            out.write(chunk)
+
+
+def _fetch_uci(name: str, cache: Path) -> Path:
+    """Download ``<name>.npz`` into ``cache``, verify its SHA-256, move into place."""
+    cache.mkdir(parents=True, exist_ok=True)
+    url = os.environ.get("BAYESCAL_DATA_URL", UCI_URL).format(name=name)
+    target = cache / f"{name}.npz"
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=cache)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        _download(url, tmp)
+        digest = _sha256(tmp)
+        if digest != UCI_CHECKSUMS[name]:
+            raise OSError(
+                f"checksum mismatch for {name!r} downloaded from {url}: got sha256 {digest}, "
+                f"expected {UCI_CHECKSUMS[name]}; the file was discarded"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def load_uci(name: str, data_home: str | os.PathLike[str] | None = None) -> UCIDataset:
+    """Load one of the paper's UCI datasets.
+
+    Looks for ``<data_home>/<name>.npz`` first. When ``data_home`` is None or
+    lacks the file, the cache directory (``$BAYESCAL_DATA``, default
+    ``~/.cache/bayescal``) is used, and a missing file is downloaded from
+    :data:`UCI_URL` (override: ``$BAYESCAL_DATA_URL``), checked against
+    :data:`UCI_CHECKSUMS` and written atomically. A cached file is re-verified
+    on every load; a local ``data_home`` file is trusted as is (it may be a
+    user's own preparation of the data).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`PAPER_UCI_DATASETS` or ``"autos"``, ``"ecoli"``, ``"zoo"``.
+    data_home : path-like, optional
+        Directory holding ``<name>.npz`` files.
+
+    Returns
+    -------
+    UCIDataset
+
+    Raises
+    ------
+    ValueError
+        Unknown name, or a file without the arrays ``X``, ``y``,
+        ``class_names`` of consistent shapes.
+    OSError
+        Download failure or checksum mismatch.
+
+    Examples
+    --------
+    ``ds = load_uci("iris")`` downloads ``iris.npz`` once (about 2 kB), then
+    ``ds.X.shape == (150, 4)`` and ``ds.n_classes == 3``. The names:
+
+    >>> len(PAPER_UCI_DATASETS), PAPER_UCI_DATASETS[:3]
+    (21, ('abalone', 'balance-scale', 'car'))
+    """
+    if not isinstance(name, str) or name not in UCI_CHECKSUMS:
+        raise ValueError(f"unknown UCI dataset {name!r}; choose one of {sorted(UCI_CHECKSUMS)}")
+    path = None
+    if data_home is not None:
+        candidate = Path(data_home) / f"{name}.npz"
+        if candidate.is_file():
+            path = candidate
+    if path is None:
+        cache = _data_cache_dir()
+        path = cache / f"{name}.npz"
+        if path.is_file():
+            digest = _sha256(path)
+            if digest != UCI_CHECKSUMS[name]:
+                raise OSError(
+                    f"cached file {path} has sha256 {digest}, expected {UCI_CHECKSUMS[name]}; "
+                    "delete it to download a fresh copy"
+                )
+        else:
+            path = _fetch_uci(name, cache)
+    with np.load(path, allow_pickle=False) as f:
+        missing = {"X", "y", "class_names"} - set(f.files)
+        if missing:
+            raise ValueError(f"{path} lacks the arrays {sorted(missing)}")
+        X = np.asarray(f["X"], dtype=np.float64)
+        y = np.asarray(f["y"])
+        class_names = np.asarray(f["class_names"]).astype(str)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError(
+            f"{path}: X must be 2-D and y 1-D of matching length; got {X.shape}, {y.shape}"
+        )
+    y = check_labels(y, n_samples=X.shape[0], n_classes=len(class_names))
+    return UCIDataset(name=name, X=X, y=y, class_names=class_names)

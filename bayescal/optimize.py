@@ -42,10 +42,14 @@ identity map (``W = I``, ``b = 0``) with a backtracking (Armijo) line search:
   it costs ``O(n m^2)`` time for ``m = len(theta)`` and ``O(chunk * m + m^2)``
   memory: it never forms an ``n x k x k`` array.
 * ``solver="newton-cg"``: truncated Newton with exact Hessian-vector products
-  (two ``n x k`` by ``k x k`` products each) and a Jacobi-preconditioned
-  conjugate-gradient inner solve; memory ``O(nk + k^2)``. Used for large
-  ``k`` (``k = 1000`` with ``n = 10000`` needs a few hundred MB).
-* ``solver="auto"`` picks ``"newton"`` while ``m <= 600`` (``k <= 23`` for a
+  (two ``n x k`` by ``k x k`` products each) and a preconditioned
+  conjugate-gradient inner solve (block Jacobi, one ``(k+1) x (k+1)`` block
+  per class, up to ``k = 200``; the Hessian diagonal beyond), stopped by the
+  Eisenstat-Walker forcing rule; memory ``O(nk + k^2)`` plus ``O(k^3)`` for
+  the block preconditioner. Used for large ``k`` (``k = 1000`` with
+  ``n = 10000`` needs about 400 MB beyond the data, but each
+  Hessian-vector product then costs seconds).
+* ``solver="auto"`` picks ``"newton"`` while ``m <= 600`` (``k <= 24`` for a
   full ``W``), else ``"newton-cg"``.
 
 Convergence is declared when the largest absolute entry of the gradient of

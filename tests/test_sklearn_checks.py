@@ -8,6 +8,7 @@ check is listed below with its reason; everything else must pass.
 
 from __future__ import annotations
 
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayescal import (
@@ -75,4 +76,11 @@ def _expected_failed_checks(estimator):
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
+    name = getattr(check, "func", check).__name__
+    if name == "check_array_api_input":
+        # scikit-learn skips this check unless SCIPY_ARRAY_API is set; report it
+        # as an expected failure with the reason instead of a silent skip.
+        pytest.xfail(
+            "array-API inputs are not dispatched: scores are converted to float64 NumPy"
+        )
     check(estimator)

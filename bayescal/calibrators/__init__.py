@@ -1,14 +1,18 @@
-"""Scikit-learn style calibrators of the Dirichlet family (fit / predict_proba)."""
+"""Scikit-learn style calibrators: the Dirichlet family and one-vs-rest baselines."""
 
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.calibrators.dirichlet import DirichletCalibrator, MatrixScaler
 from bayescal.calibrators.generative import GenerativeDirichletCalibrator
+from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
 from bayescal.calibrators.scaling import TemperatureScaler, VectorScaler
 
 __all__ = [
+    "BetaCalibrator",
+    "BinningCalibrator",
     "DirichletCalibrator",
     "FamilyCalibratorMixin",
     "GenerativeDirichletCalibrator",
+    "IsotonicCalibrator",
     "MatrixScaler",
     "TemperatureScaler",
     "VectorScaler",

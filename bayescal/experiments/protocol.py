@@ -1,0 +1,237 @@
+r"""The paper's evaluation protocols: nested cross-validation and cross-fitting.
+
+Non-neural protocol (Kull et al. 2019, section 4.1)
+---------------------------------------------------
+The rows of a dataset are shuffled with the protocol seed and split by
+``n_repeats`` times stratified ``n_folds``-fold cross-validation (the paper:
+5 x 5; the authors' run script: 5 x 3). For every outer training part the
+classifier and the calibrator are trained by 3-fold inner cross-validation
+(:func:`inner_classifier_folds`): in inner fold ``i`` the classifier ``C_i``
+is trained on two thirds of the rows and scores the remaining third ``S_i``
+(the calibration set of map ``i``) and the outer test rows ``T_i``. Map ``i``
+is fitted on ``S_i``; the reported prediction on the test rows is the mean of
+the three maps' outputs ``mean_i map_i(T_i)`` (for the uncalibrated method,
+the mean of the three classifiers' scores).
+
+Hyperparameters (grids in :mod:`bayescal.experiments.calibrators`) are chosen
+by inner log-loss, without a further level of nesting: map ``i`` is scored on
+the other calibration sets ``S_j, j != i``, which are held out from map ``i``
+and drawn from the same distribution of classifier scores (classifiers ``C_j``
+are trained by the same learner on equally many rows of the same data). The
+candidate with the lowest pooled log-loss over those six (map, set) pairs wins,
+and its three already fitted maps are averaged; no extra fits are needed.
+(The authors' code scores candidates on the classifier's training rows; that
+favours weak regularisation, which the supplement reports.)
+
+Deep-network protocol (section 4.2)
+-----------------------------------
+The calibration rows (``idx_val``) are split by stratified 5-fold
+cross-validation (:func:`holdout_folds`). Each candidate is fitted on four
+fifths and scored on the held-out fifth; the candidate with the lowest pooled
+held-out log-loss wins and its five fold maps are averaged on the test rows
+(``idx_test``): "five calibration models are averaged" as in the paper.
+
+Both protocols reduce to one routine, :func:`cross_fit`, over a list of
+:class:`CalibrationFold`.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import StratifiedKFold
+
+from bayescal.experiments.calibrators import Method
+from bayescal.experiments.classifiers import class_scores
+from bayescal.metrics import log_loss
+
+__all__ = [
+    "CalibrationFold",
+    "CrossFitResult",
+    "cross_fit",
+    "holdout_folds",
+    "inner_classifier_folds",
+    "outer_splits",
+    "shuffled",
+]
+
+
+@dataclass(frozen=True)
+class CalibrationFold:
+    """Data of one of the maps that :func:`cross_fit` averages.
+
+    Attributes
+    ----------
+    fit_scores, fit_y : arrays
+        Calibration set of this map.
+    val_scores, val_y : arrays
+        Held-out scores on which hyperparameter candidates are compared.
+    test_scores : array
+        Scores of the test rows (as produced by this fold's classifier).
+    """
+
+    fit_scores: NDArray[np.float64]
+    fit_y: NDArray[np.intp]
+    val_scores: NDArray[np.float64]
+    val_y: NDArray[np.intp]
+    test_scores: NDArray[np.float64]
+
+
+@dataclass
+class CrossFitResult:
+    """Outcome of :func:`cross_fit` for one method."""
+
+    proba: NDArray[np.float64] | None
+    params: dict[str, Any]
+    val_log_loss: float
+    n_fits: int
+    seconds: float
+    n_convergence_warnings: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def shuffled(
+    X: NDArray[np.float64], y: NDArray[np.intp], seed: int
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """Rows of ``(X, y)`` in a seeded random order (UCI files are sorted by class)."""
+    perm = np.random.default_rng(seed).permutation(len(y))
+    return X[perm], y[perm]
+
+
+def outer_splits(
+    y: NDArray[np.intp], *, n_repeats: int, n_folds: int, seed: int
+) -> list[tuple[int, int, NDArray[np.intp], NDArray[np.intp]]]:
+    """``(repeat, fold, train_idx, test_idx)`` of repeated stratified k-fold CV."""
+    out = []
+    for r in range(n_repeats):
+        skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed + r)
+        with warnings.catch_warnings():
+            # a class with fewer rows than folds is legitimate here (shuttle)
+            warnings.filterwarnings("ignore", message="The least populated class")
+            for f, (tr, te) in enumerate(skf.split(np.zeros(len(y)), y)):
+                out.append((r, f, tr, te))
+    return out
+
+
+def inner_classifier_folds(
+    make_model: Callable[[], ClassifierMixin],
+    X_train: NDArray[np.float64],
+    y_train: NDArray[np.intp],
+    X_test: NDArray[np.float64],
+    *,
+    n_classes: int,
+    n_inner: int = 3,
+    seed: int = 0,
+) -> tuple[list[CalibrationFold], float]:
+    """Train ``n_inner`` classifiers and build the inner calibration folds.
+
+    Returns the folds (``val`` of fold ``i`` = the calibration sets of the
+    other folds) and the seconds spent training and scoring classifiers.
+    """
+    t0 = time.perf_counter()
+    skf = StratifiedKFold(n_splits=n_inner, shuffle=True, random_state=seed)
+    parts = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The least populated class")
+        splits = list(skf.split(np.zeros(len(y_train)), y_train))
+    for tr, cal in splits:
+        model = make_model()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.filterwarnings("ignore", message="Variables are collinear")
+            # SVC(probability=True) is deprecated in scikit-learn 1.9 (removal in
+            # 1.11) but is what the paper used; see classifiers.py
+            warnings.filterwarnings("ignore", message="The `probability` parameter")
+            model.fit(X_train[tr], y_train[tr])
+            s_cal = class_scores(model, X_train[cal], n_classes)
+            s_test = class_scores(model, X_test, n_classes)
+        parts.append((s_cal, y_train[cal], s_test))
+    folds = []
+    for i, (s_cal, y_cal, s_test) in enumerate(parts):
+        others = [p for j, p in enumerate(parts) if j != i]
+        folds.append(
+            CalibrationFold(
+                fit_scores=s_cal,
+                fit_y=y_cal,
+                val_scores=np.vstack([p[0] for p in others]),
+                val_y=np.concatenate([p[1] for p in others]),
+                test_scores=s_test,
+            )
+        )
+    return folds, time.perf_counter() - t0
+
+
+def holdout_folds(
+    scores: NDArray[np.float64],
+    y: NDArray[np.intp],
+    test_scores: NDArray[np.float64],
+    *,
+    n_folds: int = 5,
+    seed: int = 0,
+) -> list[CalibrationFold]:
+    """Stratified ``n_folds`` split of one calibration set (deep-network protocol)."""
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The least populated class")
+        splits = list(skf.split(np.zeros(len(y)), y))
+    return [
+        CalibrationFold(scores[tr], y[tr], scores[va], y[va], test_scores) for tr, va in splits
+    ]
+
+
+def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
+    """Choose a hyperparameter by held-out log-loss and average the fold maps.
+
+    For every candidate of ``method``'s grid, one map per fold is fitted on
+    ``fit_scores``; the candidate's score is the log-loss of every map on its
+    ``val_scores``, pooled over folds. The winner's maps are applied to their
+    ``test_scores`` and averaged. A candidate whose fit raises is skipped and
+    its error recorded; if every candidate fails, ``proba`` is None.
+    """
+    t0 = time.perf_counter()
+    candidates = method.candidates()
+    best: tuple[float, dict[str, Any], list[Any]] | None = None
+    n_fits = 0
+    n_conv = 0
+    errors: list[str] = []
+    for params in candidates:
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                models = []
+                for f in folds:
+                    models.append(method.build(params).fit(f.fit_scores, f.fit_y))
+                    n_fits += 1
+            n_conv += sum(issubclass(w.category, ConvergenceWarning) for w in caught)
+            if len(candidates) > 1:
+                total = sum(
+                    log_loss(f.val_y, m.predict_proba(f.val_scores)) * len(f.val_y)
+                    for m, f in zip(models, folds, strict=True)
+                )
+                loss = total / sum(len(f.val_y) for f in folds)
+            else:
+                loss = float("nan")
+        except (
+            ValueError, TypeError, RuntimeError, np.linalg.LinAlgError, FloatingPointError
+        ) as exc:  # fmt: skip
+            # TypeError: an estimator whose signature differs from the table's
+            errors.append(f"{params}: {type(exc).__name__}: {exc}")
+            continue
+        if best is None or (np.isfinite(loss) and not loss >= best[0]):
+            best = (loss, params, models)
+    if best is None:
+        return CrossFitResult(None, {}, float("nan"), n_fits, time.perf_counter() - t0, n_conv,
+                              errors)
+    loss, params, models = best
+    proba = np.mean(
+        [m.predict_proba(f.test_scores) for m, f in zip(models, folds, strict=True)], axis=0
+    )
+    return CrossFitResult(proba, params, loss, n_fits, time.perf_counter() - t0, n_conv, errors)
