@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,fast,dask
+EXTRAS ?= test,fast,dask,docs
 STAMP  := $(VENV)/.installed
 
 PYTEST_ARGS ?=
@@ -37,5 +37,8 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis docs/_build docs/api/generated

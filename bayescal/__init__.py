@@ -5,6 +5,7 @@
 """
 
 from bayescal._validation import EPS
+from bayescal.calibrated import CalibratedClassifier
 from bayescal.calibrators import (
     BetaCalibrator,
     BinningCalibrator,
@@ -66,6 +67,7 @@ __all__ = [
     "BayesianGenerativeCalibrator",
     "BetaCalibrator",
     "BinningCalibrator",
+    "CalibratedClassifier",
     "DirichletCalibrator",
     "DirichletPrior",
     "EPS",

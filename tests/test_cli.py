@@ -1,0 +1,395 @@
+"""The command line end to end: fit -> apply -> evaluate, model files, bad files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _methods import BAYES_METHODS, FAST_METHODS, landed
+
+from bayescal.calibrators.registry import make_calibrator, method_name
+from bayescal.cli import main
+from bayescal.datasets import make_dirgen
+from bayescal.io import hash_training_data, load_model, read_scores, save_model
+
+ROOT = Path(__file__).resolve().parents[1]
+K = 4
+
+
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "bayescal", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, np.ndarray]:
+    q, y, alpha, pi = make_dirgen(600, K, rng=3)
+    q2, y2, _, _ = make_dirgen(300, K, rng=4, alpha=alpha, pi=pi)
+    return {"q": q, "y": y, "q2": q2, "y2": y2}
+
+
+@pytest.fixture
+def files(tmp_path: Path, data: dict[str, np.ndarray]) -> Path:
+    np.savez(tmp_path / "train.npz", probs=data["q"], y=data["y"])
+    np.savez(tmp_path / "test.npz", probs=data["q2"], y=data["y2"])
+    np.save(tmp_path / "test.npy", data["q2"])
+    np.save(tmp_path / "test_labels.npy", data["y2"])
+    header = ",".join([f"class{j}" for j in range(K)] + ["y"])
+    np.savetxt(tmp_path / "test.csv", np.column_stack([data["q2"], data["y2"]]),
+               delimiter=",", header=header, comments="", fmt="%.17g")
+    return tmp_path
+
+
+def outputs(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+# ---------------------------------------------------------------------------
+# end to end through a subprocess
+# ---------------------------------------------------------------------------
+def test_fit_apply_evaluate_end_to_end(files: Path, data: dict[str, np.ndarray]) -> None:
+    r = run_cli("fit", "train.npz", "--method", "dirichlet-odir", "-o", "model.json", cwd=files)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((files / "model.json").read_text())
+    assert doc["method"] == "dirichlet-odir" and doc["input"] == "probs"
+    assert doc["training_data_sha256"] == hash_training_data(data["q"], data["y"])
+    W, b, A, c = (np.array(doc[key]) for key in ("W", "b", "A", "c"))
+    assert W.shape == (K, K) and b.shape == (K,) and A.shape == (K, K)
+    assert (A >= 0).all() and np.isclose(c.sum(), 1.0)
+    assert doc["hyperparameters"]["reg"] == "odir"
+    assert doc["fitted"]["coef_"]["shape"] == [K, K]
+
+    r = run_cli("apply", "model.json", "test.csv", "-o", "calibrated.npz", cwd=files)
+    assert r.returncode == 0, r.stderr
+    with np.load(files / "calibrated.npz") as f:
+        applied = f["probs"]
+    # the same model fitted in this process, and the model reloaded from JSON
+    direct = make_calibrator("dirichlet-odir").fit(data["q"], data["y"]).predict_proba(data["q2"])
+    reloaded = load_model(files / "model.json").predict_proba(data["q2"])
+    np.testing.assert_allclose(applied, reloaded, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(applied, direct, rtol=0, atol=1e-10)
+
+    r = run_cli("evaluate", "test.npy", "--labels", "test_labels.npy", "--model", "model.json",
+                "--report", "report", cwd=files)
+    assert r.returncode == 0, r.stderr
+    assert "uncalibrated" in r.stdout and "calibrated (dirichlet-odir)" in r.stdout
+    assert {"report.html", "metrics.csv", "reliability_uncalibrated.png",
+            "reliability_calibrated.png"} <= outputs(files / "report")
+
+
+def test_python_dash_m_help(tmp_path: Path) -> None:
+    r = run_cli("--help", cwd=tmp_path)
+    assert r.returncode == 0
+    for command in ("fit", "apply", "evaluate", "demo", "reproduce"):
+        assert command in r.stdout
+
+
+def test_bad_file_through_subprocess_exits_2(files: Path) -> None:
+    q = np.load(files / "test.npy")
+    q[5, 1] = np.nan
+    np.savez(files / "nan.npz", probs=q, y=np.zeros(len(q), dtype=int))
+    r = run_cli("fit", "nan.npz", "--method", "temperature", "-o", "m.json", cwd=files)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert r.stderr.startswith("bayescal: error:") and "NaN or inf" in r.stderr
+    assert not (files / "m.json").exists()
+
+
+# ---------------------------------------------------------------------------
+# model files: exact round trip for every method
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("kind", ["probs", "logits"])
+def test_model_json_round_trip(method: str, kind: str, tmp_path: Path,
+                               data: dict[str, np.ndarray]) -> None:
+    scores = data["q"] if kind == "probs" else np.log(data["q"] + 1e-3) + 2.0
+    test = data["q2"] if kind == "probs" else np.log(data["q2"] + 1e-3) - 1.0
+    est = make_calibrator(method, input=kind).fit(scores, data["y"])
+    path = save_model(est, tmp_path / "m.json", training_hash=hash_training_data(scores, data["y"]))
+    back = load_model(path)
+    assert type(back) is type(est) and method_name(back) == method
+    def plain(e):  # deep parameters, nested estimators compared by their own parameters
+        return {k: v for k, v in e.get_params(deep=True).items() if not hasattr(v, "get_params")}
+
+    assert plain(back) == plain(est)
+    np.testing.assert_allclose(back.predict_proba(test), est.predict_proba(test), rtol=0,
+                               atol=1e-12)
+    with pytest.raises(FileExistsError, match="already exists"):
+        save_model(est, path, training_hash="x")
+    assert outputs(tmp_path) == {"m.json"}  # no temporary files left behind
+
+
+def test_training_hash_independent_of_file_format(files: Path) -> None:
+    a = read_scores(files / "test.npz", need_labels=True)
+    b = read_scores(files / "test.csv", need_labels=True)
+    c = read_scores(files / "test.npy", labels=files / "test_labels.npy", need_labels=True)
+    assert hash_training_data(a.scores, a.y) == hash_training_data(b.scores, b.y)
+    assert hash_training_data(a.scores, a.y) == hash_training_data(c.scores, c.y)
+    assert hash_training_data(a.scores, a.y) != hash_training_data(a.scores[1:], a.y[1:])
+
+
+def test_csv_output_round_trip(files: Path, data: dict[str, np.ndarray]) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "vector",
+                 "-o", str(files / "v.json")]) == 0
+    assert main(["apply", str(files / "v.json"), str(files / "test.npz"),
+                 "-o", str(files / "out.csv")]) == 0
+    out = np.loadtxt(files / "out.csv", delimiter=",", skiprows=1)
+    expect = load_model(files / "v.json").predict_proba(data["q2"])
+    np.testing.assert_allclose(out, expect, rtol=0, atol=1e-15)
+
+
+def test_fit_param_and_logits_npz(files: Path, data: dict[str, np.ndarray]) -> None:
+    z = np.log(data["q"] + 1e-6)
+    np.savez(files / "logits.npz", logits=z, y=data["y"])
+    assert main(["fit", str(files / "logits.npz"), "--method", "matrix",
+                 "-o", str(files / "mx.json")]) == 0
+    assert json.loads((files / "mx.json").read_text())["input"] == "logits"
+
+
+# ---------------------------------------------------------------------------
+# the HTML report
+# ---------------------------------------------------------------------------
+def test_html_report_embeds_the_images(files: Path) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "t.json")]) == 0
+    assert main(["evaluate", str(files / "test.csv"), "--model", str(files / "t.json"),
+                 "--report", str(files / "rep")]) == 0
+    html = (files / "rep" / "report.html").read_text()
+    for png in ("reliability_uncalibrated.png", "reliability_calibrated.png"):
+        raw = (files / "rep" / png).read_bytes()
+        assert raw.startswith(b"\x89PNG")
+        assert f'src="data:image/png;base64,{base64.b64encode(raw).decode()}"' in html
+    assert "<img" in html and 'src="http' not in html  # self-contained
+    rows = (files / "rep" / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("scores,log-loss") and len(rows) == 3
+
+
+# ---------------------------------------------------------------------------
+# bad files: exit code 2, one line naming the problem, no output
+# ---------------------------------------------------------------------------
+def _write_bad(d: Path, case: str) -> list[str]:
+    q, y = np.load(d / "test.npy"), np.load(d / "test_labels.npy")
+    header = ",".join(f"class{j}" for j in range(K))
+    if case == "csv without label column":
+        np.savetxt(d / "bad.csv", q, delimiter=",", header=header, comments="")
+        return ["fit", "bad.csv", "--method", "temperature", "-o", "OUT.json"]
+    if case == "named label column absent":
+        np.savetxt(d / "bad.csv", np.column_stack([q, y]), delimiter=",",
+                   header=header + ",y", comments="")
+        return ["fit", "bad.csv", "--label-column", "target", "--method", "temperature",
+                "-o", "OUT.json"]
+    if case == "nan in scores":
+        q[3, 2] = np.nan
+        np.savez(d / "bad.npz", probs=q, y=y)
+        return ["fit", "bad.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "label outside score columns":
+        y = y.copy()
+        y[7] = K
+        np.savez(d / "bad.npz", probs=q, y=y)
+        return ["fit", "bad.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "scores not 2-D":
+        np.save(d / "bad.npy", q[:, 0])
+        return ["fit", "bad.npy", "--labels", "test_labels.npy", "--method", "temperature",
+                "-o", "OUT.json"]
+    if case == "labels of wrong length":
+        np.save(d / "short.npy", y[:-3])
+        return ["fit", "test.npy", "--labels", "short.npy", "--method", "temperature",
+                "-o", "OUT.json"]
+    if case == "unreadable npz":
+        (d / "bad.npz").write_bytes(b"this is not a zip file")
+        return ["fit", "bad.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "npz without labels":
+        np.savez(d / "bad.npz", probs=q)
+        return ["fit", "bad.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "rows not summing to one":
+        np.savez(d / "bad.npz", probs=q * 1.1, y=y)
+        return ["fit", "bad.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "non-numeric csv field":
+        lines = (d / "test.csv").read_text().splitlines()
+        lines[4] = "a," + lines[4].split(",", 1)[1]
+        (d / "bad.csv").write_text("\n".join(lines) + "\n")
+        return ["fit", "bad.csv", "--method", "temperature", "-o", "OUT.json"]
+    if case == "scores with other class count than the model":
+        assert main(["fit", "train.npz", "--method", "temperature", "-o", "t.json"]) == 0
+        np.save(d / "bad.npy", q[:, :3] / q[:, :3].sum(1, keepdims=True))
+        return ["apply", "t.json", "bad.npy", "-o", "OUT.npz"]
+    if case == "not a model file":
+        (d / "bad.json").write_text('{"hello": 1}')
+        return ["apply", "bad.json", "test.npy", "-o", "OUT.npz"]
+    if case == "output exists":
+        (d / "OUT.json").write_text("keep me")
+        return ["fit", "train.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "missing file":
+        return ["evaluate", "nothere.npz", "--report", "OUT"]
+    raise AssertionError(case)
+
+
+BAD_CASES = {
+    "csv without label column": "missing label column",
+    "named label column absent": "label column 'target' not found",
+    "nan in scores": "contains NaN or inf",
+    "label outside score columns": "labels outside the classes 0..3",
+    "scores not 2-D": "must be 2-D",
+    "labels of wrong length": "has 297 labels but the scores have 300 rows",
+    "unreadable npz": "cannot read .npz file",
+    "npz without labels": "no labels found",
+    "rows not summing to one": "rows must sum to 1",
+    "non-numeric csv field": "non-numeric value 'a'",
+    "scores with other class count than the model": "has 3 columns but 4 classes were expected",
+    "not a model file": "not a bayescal model file",
+    "output exists": "already exists",
+    "missing file": "does not exist",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CASES))
+def test_bad_files_exit_2_with_one_line_and_no_output(
+    case: str, files: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(files)
+    argv = _write_bad(files, case)
+    before = outputs(files)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayescal: error:") and err.count("\n") == 1, err
+    assert BAD_CASES[case] in err, err
+    assert outputs(files) == before  # no output file, no temporary file
+    if case == "output exists":
+        assert (files / "OUT.json").read_text() == "keep me"
+
+
+def test_unknown_method_is_a_usage_error(files: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", str(files / "train.npz"), "--method", "platt", "-o", "x.json"])
+    assert exc.value.code == 2
+
+
+# ---------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------
+def test_registry_unknown_name_lists_valid_methods() -> None:
+    with pytest.raises(ValueError, match="unknown calibration method 'platt'; valid methods "
+                                         "are: dirichlet-odir, dirichlet-l2, generative"):
+        make_calibrator("platt")
+
+
+def test_registry_refuses_to_override_defining_parameter() -> None:
+    with pytest.raises(ValueError, match="fixes reg='odir'"):
+        make_calibrator("dirichlet-odir", reg="l2")
+    with pytest.raises(ValueError, match="has no parameter"):
+        make_calibrator("temperature", not_a_param=1)
+
+
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("kind", ["probs", "logits"])
+def test_registry_names_round_trip(method: str, kind: str) -> None:
+    est = make_calibrator(method, input=kind)
+    assert est.input == kind  # a parameter, or fixed by a logits-only class / adapter
+    assert method_name(est) == method
+
+
+def test_logits_only_scalers_take_probabilities_through_log_features(
+    data: dict[str, np.ndarray]
+) -> None:
+    from sklearn.base import clone
+
+    from bayescal.calibrators.registry import ProbsToLogits
+    from bayescal.maps import log_features
+
+    for method in ("temperature", "vector"):
+        est = make_calibrator(method, input="probs")
+        if not isinstance(est, ProbsToLogits):
+            continue  # the class takes probabilities itself
+        est.fit(data["q"], data["y"])
+        inner = clone(est.estimator).fit(log_features(data["q"]), data["y"])
+        np.testing.assert_allclose(est.predict_proba(data["q2"]),
+                                   inner.predict_proba(log_features(data["q2"])), atol=1e-12)
+        A, c = est.to_canonical()
+        from bayescal.maps import canonical_map
+
+        np.testing.assert_allclose(canonical_map(data["q2"], A, c), est.predict_proba(data["q2"]),
+                                   atol=1e-10)
+
+
+# ---------------------------------------------------------------------------
+# Bayesian methods: JSON + netCDF posterior
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method", BAYES_METHODS)
+def test_bayesian_model_round_trip(method: str, tmp_path: Path,
+                                   data: dict[str, np.ndarray]) -> None:
+    est = make_calibrator(method, sampler="laplace", draws=200, random_seed=0)
+    est.fit(data["q"], data["y"])
+    path = save_model(est, tmp_path / "b.json", training_hash="sha256:test")
+    assert outputs(tmp_path) == {"b.json", "b.nc"}
+    doc = json.loads(path.read_text())
+    assert doc["posterior"] == "b.nc" and doc["method"] == method
+    back = load_model(path)
+    np.testing.assert_allclose(back.predict_proba(data["q2"]), est.predict_proba(data["q2"]),
+                               rtol=0, atol=1e-12)
+    (tmp_path / "b.nc").unlink()
+    with pytest.raises(ValueError, match="posterior file .* is missing"):
+        load_model(path)
+
+
+@pytest.mark.skipif(not landed("bayes"), reason="bayescal.bayes is not in this checkout yet "
+                    "(helper bayes's branch); runs once merged")
+def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]) -> None:
+    argv = ["fit", str(files / "train.npz"), "--method", "bayes", "--param", "sampler=laplace",
+            "--param", "draws=100", "--param", "random_seed=1", "-o", str(files / "bayes.json")]
+    assert main(argv) == 0
+    assert (files / "bayes.nc").is_file()
+    assert main(["apply", str(files / "bayes.json"), str(files / "test.npz"),
+                 "-o", str(files / "b.npz")]) == 0
+    with np.load(files / "b.npz") as f:
+        applied = f["probs"]
+    np.testing.assert_allclose(applied, load_model(files / "bayes.json").predict_proba(data["q2"]),
+                               rtol=0, atol=1e-12)
+    assert main(argv) == 2  # both files exist now: refused without --force
+
+
+def test_output_files_have_the_usual_permissions(files: Path) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "p.json")]) == 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (files / "p.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_demo_small(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    report = tmp_path / "demo"
+    assert main(["demo", "--methods", "temperature", "dirichlet-l2", "--report", str(report),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for row in ("naive Bayes", "random forest", "logistic regression", "uncalibrated",
+                "temperature", "dirichlet-l2"):
+        assert row in out
+    html = (report / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3  # one uncalibrated diagram per classifier
+    rows = (report / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * 3  # header + 3 classifiers x (uncalibrated + 2 methods)
+
+
+@pytest.mark.parametrize(("param", "message"), [
+    ("reg_lambda", "--param must look like NAME=VALUE; got 'reg_lambda'"),
+    ("not_a_param=1", "has no parameter(s) ['not_a_param']"),
+    ("reg=l2", "fixes reg='odir'"),
+])
+def test_bad_param_exits_2(param: str, message: str, files: Path,
+                           capsys: pytest.CaptureFixture) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "dirichlet-odir",
+                 "--param", param, "-o", str(files / "x.json")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (files / "x.json").exists()
