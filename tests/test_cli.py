@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _methods import BAYES_METHODS, FAST_METHODS, landed
+from _methods import BAYES_METHODS, FAST_METHODS
 
 from bayescal.calibrators.registry import make_calibrator, method_name
 from bayescal.cli import main
@@ -344,8 +344,6 @@ def test_bayesian_model_round_trip(method: str, tmp_path: Path,
         load_model(path)
 
 
-@pytest.mark.skipif(not landed("bayes"), reason="bayescal.bayes is not in this checkout yet "
-                    "(helper bayes's branch); runs once merged")
 def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]) -> None:
     argv = ["fit", str(files / "train.npz"), "--method", "bayes", "--param", "sampler=laplace",
             "--param", "draws=100", "--param", "random_seed=1", "-o", str(files / "bayes.json")]

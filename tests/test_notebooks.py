@@ -18,21 +18,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TIMEOUT_PER_CELL = 300
-#: Source files a notebook needs that other helpers' branches add; while one is
-#: absent from the checkout the notebook is skipped with that reason, once it is
-#: present the notebook runs (and an error in it fails).
-NEEDS = {
-    "02_uncertainty_on_weights": ["bayescal/bayes/__init__.py"],
-    "03_generative_vs_discriminative": ["bayescal/compare.py",
-                                        "bayescal/calibrators/generative.py"],
-}
-
-
 def _param(path: Path):
-    missing = [f for f in NEEDS.get(path.stem, []) if not (ROOT / f).is_file()]
-    mark = pytest.mark.skipif(bool(missing), reason=f"{path.name} needs {missing}, not in this "
-                              "checkout yet (another helper's branch); runs once merged")
-    return pytest.param(path, id=path.stem, marks=mark)
+    return pytest.param(path, id=path.stem)
 
 
 def test_notebooks_are_present_and_stripped() -> None:
