@@ -38,14 +38,13 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
-from bayescal._validation import EPS, check_labels, check_scores
-from bayescal.maps import log_features
+from bayescal._validation import check_labels, check_scores
+from bayescal.calibrators.registry import ProbsToLogits
 
 __all__ = [
     "DNN_METHODS",
-    "OnLogProbs",
     "L2_GRID",
     "Method",
     "ODIR_GRID",
@@ -58,40 +57,6 @@ __all__ = [
 L2_GRID: tuple[float, ...] = tuple(10.0**e for e in range(3, -8, -1))
 ODIR_GRID: tuple[float, ...] = (1e3, 1e1, 1e-1, 1e-3, 1e-5, 1e-7)
 BIN_GRID: tuple[int, ...] = (5, 10, 15, 20, 25, 30)
-
-
-class OnLogProbs(BaseEstimator):
-    """Run a logit-only calibrator on ``ln max(q, eps)`` of probability scores.
-
-    Temperature and vector scaling (:class:`~bayescal.TemperatureScaler`,
-    :class:`~bayescal.VectorScaler`) take logits. The experiments only have
-    probabilities, so they feed these calibrators the floored log-probabilities
-    (:func:`bayescal.maps.log_features`), which equal the true logits up to a
-    per-row constant: exactly equivalent for temperature scaling, and the
-    "logits" that vector scaling sees in the DNN suite.
-
-    Parameters
-    ----------
-    estimator : estimator
-        A calibrator whose ``fit``/``predict_proba`` take logits.
-    eps : float, default=EPS
-    """
-
-    def __init__(self, *, estimator: Any, eps: float = EPS) -> None:
-        self.estimator = estimator
-        self.eps = eps
-
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> OnLogProbs:
-        """Fit a clone of ``estimator`` on the log-probabilities."""
-        self.estimator_ = clone(self.estimator).fit(
-            log_features(check_scores(scores, kind="probs"), kind="probs", eps=self.eps), y
-        )
-        return self
-
-    def predict_proba(self, scores: ArrayLike) -> NDArray[np.float64]:
-        """Calibrated probabilities of the wrapped estimator."""
-        x = log_features(check_scores(scores, kind="probs"), kind="probs", eps=self.eps)
-        return self.estimator_.predict_proba(x)
 
 
 class Uncalibrated(BaseEstimator):
@@ -126,7 +91,8 @@ class Method:
     grid : tuple of dict
         Hyperparameter candidates; empty means one fit with ``fixed`` only.
     on_log_probs : bool
-        Wrap the estimator in :class:`OnLogProbs` (for logit-only scalers).
+        Wrap the estimator in
+        :class:`~bayescal.calibrators.registry.ProbsToLogits` (logit-only scalers).
     """
 
     name: str
@@ -156,7 +122,7 @@ class Method:
     def build(self, params: dict[str, Any]) -> Any:
         """A fresh estimator with ``fixed`` and ``params``."""
         est = self.resolve()(**self.fixed, **params)
-        return OnLogProbs(estimator=est) if self.on_log_probs else est
+        return ProbsToLogits(est) if self.on_log_probs else est
 
     def fingerprint(self) -> str:
         """Hash of everything that defines the method's results."""
