@@ -33,6 +33,10 @@ from bayescal.metrics import log_loss
     ]
 )
 def test_sklearn_estimator_checks(estimator, check) -> None:
+    if getattr(check, "func", check).__name__ == "check_array_api_input":
+        # scikit-learn skips this check unless SCIPY_ARRAY_API is set; report it
+        # as an expected failure with the reason instead of a silent skip.
+        pytest.xfail("array-API inputs are not dispatched: scores are converted to float64 NumPy")
     check(estimator)
 
 
