@@ -683,20 +683,7 @@ def consistency_bands(
     p = check_scores(proba, kind="probs", name="proba")
     d = _design(p, kind, n_bins, strategy)
     sums = np.concatenate(list(d.resampled_outcome_sums(n_resamples, check_rng(rng))))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        freq = np.where(d.counts > 0, sums / d.counts, np.nan)
-        mean_conf = np.where(d.counts > 0, d.score_sums / d.counts, np.nan)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(freq, [tail, 1.0 - tail], axis=0)
-    shape = (-1, n_bins) if kind == "classwise" else (n_bins,)
-    return ReliabilityBands(
-        d.edges,
-        d.counts.reshape(shape),
-        mean_conf.reshape(shape),
-        low.reshape(shape),
-        high.reshape(shape),
-        level,
-    )
+    return _bands(d, sums, kind=kind, n_bins=n_bins, level=level)
 
 
 def posterior_bands(
@@ -748,20 +735,7 @@ def posterior_bands(
         idx = (offset[:, :, None] + d.groups[None]).reshape(n_draws, -1)
         weights = draws.reshape(n_draws, -1)
     sums = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=n_draws * G)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        conf = np.where(d.counts > 0, sums.reshape(n_draws, G) / d.counts, np.nan)
-        mean_conf = np.where(d.counts > 0, d.score_sums / d.counts, np.nan)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(conf, [tail, 1.0 - tail], axis=0)
-    shape = (-1, n_bins) if kind == "classwise" else (n_bins,)
-    return ReliabilityBands(
-        d.edges,
-        d.counts.reshape(shape),
-        mean_conf.reshape(shape),
-        low.reshape(shape),
-        high.reshape(shape),
-        level,
-    )
+    return _bands(d, sums.reshape(n_draws, G), kind=kind, n_bins=n_bins, level=level)
 
 
 # --------------------------------------------------------------------------
@@ -876,3 +850,22 @@ def bootstrap_ci(
     if method == "basic":
         lo, hi = 2.0 * estimate - hi, 2.0 * estimate - lo
     return BootstrapInterval(estimate, float(lo), float(hi), confidence, method, reps)
+
+
+def _bands(d: Any, sums: NDArray[np.float64], *, kind: str, n_bins: int,
+           level: float) -> ReliabilityBands:
+    """Central ``level`` interval of per-bin means ``sums / counts`` over the first axis."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(d.counts > 0, sums / d.counts, np.nan)
+        mean_conf = np.where(d.counts > 0, d.score_sums / d.counts, np.nan)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail], axis=0)
+    shape = (-1, n_bins) if kind == "classwise" else (n_bins,)
+    return ReliabilityBands(
+        d.edges,
+        d.counts.reshape(shape),
+        mean_conf.reshape(shape),
+        low.reshape(shape),
+        high.reshape(shape),
+        level,
+    )
