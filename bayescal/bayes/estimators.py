@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import gammaln, log_softmax, logsumexp
+from scipy.special import gammaln, logsumexp
 from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
@@ -162,8 +162,15 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         n, k = x.shape
         step = max(1, _CHUNK_ELEMENTS // max(1, n * k))
         for s in range(0, W.shape[0], step):
-            logits = np.einsum("ni,sji->snj", x, W[s : s + step]) + b[s : s + step, None, :]
-            yield np.exp(log_softmax(logits, axis=-1))
+            Ws = W[s : s + step]
+            m = Ws.shape[0]
+            # one GEMM for the chunk: logits[s, n, j] = sum_i x[n, i] W[s, j, i] + b[s, j]
+            logits = (x @ Ws.reshape(m * k, k).T).reshape(n, m, k).transpose(1, 0, 2)
+            logits = logits + b[s : s + step, None, :]
+            logits -= logits.max(axis=-1, keepdims=True)
+            np.exp(logits, out=logits)
+            logits /= logits.sum(axis=-1, keepdims=True)
+            yield logits
 
     def predict_proba_draws(self, scores: ArrayLike) -> Array:
         """The calibrated probabilities of every posterior draw.

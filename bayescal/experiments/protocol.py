@@ -37,6 +37,7 @@ Both protocols reduce to one routine, :func:`cross_fit`, over a list of
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from collections.abc import Callable
@@ -187,6 +188,20 @@ def holdout_folds(
     ]
 
 
+def _distinct_rows(
+    scores: NDArray[np.float64], y: NDArray[np.intp]
+) -> tuple[NDArray[np.float64], NDArray[np.intp], NDArray[np.float64] | None]:
+    """Distinct ``(score row, label)`` pairs and their counts.
+
+    Returns ``(scores, y, None)`` unchanged when fewer than a tenth of the rows
+    repeat (the weighted fit would save little).
+    """
+    rows, counts = np.unique(np.column_stack([scores, y]), axis=0, return_counts=True)
+    if len(rows) > 0.9 * len(y):
+        return scores, y, None
+    return rows[:, :-1], rows[:, -1].astype(np.intp), counts.astype(float)
+
+
 def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
     """Choose a hyperparameter by held-out log-loss and average the fold maps.
 
@@ -198,7 +213,13 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
     """
     t0 = time.perf_counter()
     candidates = method.candidates()
+    n_classes = folds[0].fit_scores.shape[1]
     best: tuple[float, dict[str, Any], list[Any]] | None = None
+    previous: list[Any] = [None] * len(folds)
+    fit_data = [
+        _distinct_rows(f.fit_scores, f.fit_y) if method.compress else (f.fit_scores, f.fit_y, None)
+        for f in folds
+    ]
     n_fits = 0
     n_conv = 0
     errors: list[str] = []
@@ -207,13 +228,22 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 models = []
-                for f in folds:
-                    models.append(method.build(params).fit(f.fit_scores, f.fit_y))
+                for i, (fit_s, fit_y, fit_w) in enumerate(fit_data):
+                    est = method.build(params, n_classes)
+                    if method.warm_start and previous[i] is not None:
+                        # sklearn's warm_start idiom: the previous candidate's fitted
+                        # estimator, given this candidate's parameters, refits from its
+                        # solution (a copy, so the kept candidates stay untouched)
+                        est = copy.deepcopy(previous[i]).set_params(**est.get_params())
+                    kw = {} if fit_w is None else {"sample_weight": fit_w}
+                    models.append(est.fit(fit_s, fit_y, **kw))
                     n_fits += 1
             n_conv += sum(issubclass(w.category, ConvergenceWarning) for w in caught)
+            previous = list(models)
             if len(candidates) > 1:
                 total = sum(
-                    log_loss(f.val_y, m.predict_proba(f.val_scores)) * len(f.val_y)
+                    log_loss(f.val_y, m.predict_proba(f.val_scores, **method.select_kwargs))
+                    * len(f.val_y)
                     for m, f in zip(models, folds, strict=True)
                 )
                 loss = total / sum(len(f.val_y) for f in folds)
