@@ -285,6 +285,7 @@ def test_unconverged_fit_warns_with_the_setting(synth):
         ({"eps": 0.0}, "eps must be a float in"),
         ({"max_iter": 0}, "max_iter must be a positive integer"),
         ({"tol": -1.0}, "tol must be a finite positive"),
+        ({"warm_start": "yes"}, "warm_start must be one of"),
     ],
 )
 def test_dirichlet_bad_params(synth, params, match):
@@ -343,3 +344,21 @@ def test_temperature_bounds_are_respected(rng):
     assert wide.temperature_ < sep.temperature_
     noise = TemperatureScaler().fit(z, (z.argmax(axis=1) + 1) % 3)  # anti-informative
     assert noise.temperature_ == pytest.approx(np.exp(4.0), rel=1e-12)
+
+
+def test_warm_start_reaches_the_same_optimum_in_fewer_steps(synth):
+    q, y = synth
+    cold = DirichletCalibrator(reg="odir", reg_lambda=1e-3, reg_mu=1e-3, tol=1e-10).fit(q, y)
+    warm = DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2, warm_start=True)
+    warm.fit(q, y)
+    first_iter = warm.n_iter_
+    warm.set_params(reg_lambda=1e-3, reg_mu=1e-3, tol=1e-10).fit(q, y)
+    assert warm.converged_ and warm.n_iter_ < cold.n_iter_
+    assert first_iter == DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2).fit(
+        q, y).n_iter_  # fmt: skip  (nothing to start from: the identity map)
+    np.testing.assert_allclose(warm.coef_, cold.coef_, atol=1e-7)
+    np.testing.assert_allclose(warm.predict_proba(q), cold.predict_proba(q), atol=1e-9)
+    # a previous fit on another number of classes is not used
+    q3, y3, _, _ = make_dirgen(200, 3, rng=np.random.default_rng(2))
+    other = clone(warm).set_params(warm_start=True).fit(q3, y3)
+    assert other.coef_.shape == (3, 3) and other.converged_

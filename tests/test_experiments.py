@@ -16,7 +16,7 @@ from bayescal.calibrators.ovr import BinningCalibrator
 from bayescal.datasets import make_dirgen
 from bayescal.experiments import add_reproduce_parser, reproduce
 from bayescal.experiments.cache import SettingCache, protocol_fingerprint
-from bayescal.experiments.calibrators import Method, method_table
+from bayescal.experiments.calibrators import Method, method_table, paper_to_bayescal_units
 from bayescal.experiments.classifiers import CLASSIFIERS, class_scores, make_classifier
 from bayescal.experiments.protocol import (
     cross_fit,
@@ -100,14 +100,36 @@ def test_inner_folds_validate_on_the_other_calibration_sets(rng):
     X = rng.normal(size=(90, 3))
     y = np.repeat([0, 1, 2], 30)
     folds, seconds = inner_classifier_folds(
-        lambda: make_classifier("nbayes", 0), X[:60], y[:60], X[60:], n_classes=4, seed=0
-    )
+        lambda: make_classifier("nbayes", 0), X[:60], y[:60], X[60:], n_classes=4, seed=0,
+        selection="held_out",
+    )  # fmt: skip
     assert len(folds) == 3 and seconds > 0
     for i, f in enumerate(folds):
         assert f.fit_scores.shape == (20, 4) and f.test_scores.shape == (30, 4)
         assert (f.fit_scores[:, 3] == 0).all()  # class 3 never seen: probability 0
         others = [g for j, g in enumerate(folds) if j != i]
         np.testing.assert_array_equal(f.val_scores, np.vstack([g.fit_scores for g in others]))
+
+
+def test_inner_folds_score_candidates_on_the_classifier_training_rows(rng):
+    """selection="train_rows" (the authors' code): fold i is tuned on the rows its
+    own classifier was trained on, as that classifier scores them."""
+    from sklearn.model_selection import StratifiedKFold
+
+    X = rng.normal(size=(90, 3)) + np.repeat(np.eye(3), 30, axis=0)
+    y = np.repeat([0, 1, 2], 30)
+    folds, _ = inner_classifier_folds(
+        lambda: make_classifier("nbayes", 0), X[:60], y[:60], X[60:], n_classes=3, seed=5
+    )
+    splits = StratifiedKFold(3, shuffle=True, random_state=5).split(X[:60], y[:60])
+    for f, (tr, cal) in zip(folds, splits, strict=True):
+        model = make_classifier("nbayes", 0).fit(X[tr], y[tr])
+        np.testing.assert_allclose(f.val_scores, class_scores(model, X[tr], 3))
+        np.testing.assert_array_equal(f.val_y, y[tr])
+        np.testing.assert_allclose(f.fit_scores, class_scores(model, X[cal], 3))
+    with pytest.raises(ValueError, match="selection must be"):
+        inner_classifier_folds(lambda: make_classifier("nbayes", 0), X[:60], y[:60], X[60:],
+                               n_classes=3, selection="test")  # fmt: skip
 
 
 def test_cross_fit_picks_lowest_held_out_loss_and_averages(rng):
@@ -141,6 +163,82 @@ def test_cross_fit_records_failed_candidates(rng):
     worse = Method("b", "B", "bayescal.calibrators.ovr:BinningCalibrator", {"n_bins": -1})
     res = cross_fit(worse, folds)
     assert res.proba is None and len(res.errors) == 1
+
+
+def test_paper_penalty_units_are_converted_per_number_of_classes():
+    table = method_table()
+    l2, odir = table["dir_l2"], table["dir_odir"]
+    est = l2.build({"reg_lambda": 1e-3}, 15)
+    assert est.reg_lambda == pytest.approx(1e-3 * 15 * 16) and est.warm_start
+    est = odir.build({"reg_lambda": 10.0, "reg_mu": 0.1}, 4)
+    assert (est.reg_lambda, est.reg_mu) == (pytest.approx(120.0), pytest.approx(0.4))
+    with pytest.raises(ValueError, match="pass n_classes"):
+        l2.build({"reg_lambda": 1.0})
+    with pytest.raises(ValueError, match="need reg 'l2' or 'odir'"):
+        paper_to_bayescal_units("none", 3, 1.0, None)
+    # bayescal units leave the values alone; the units enter the fingerprint
+    plain = method_table(penalty_units="bayescal")["dir_l2"]
+    assert plain.build({"reg_lambda": 1e-3}, 15).reg_lambda == 1e-3
+    assert plain.fingerprint() != l2.fingerprint()
+    with pytest.raises(ValueError, match="penalty_units must be"):
+        method_table(penalty_units="sum")
+
+
+def test_paper_units_give_the_same_penalty_as_the_unnormalised_sum(rng):
+    """lam * sum(W**2 + b**2) (the paper code's L2) equals bayescal's penalty at k(k+1) lam."""
+    from bayescal.optimize import make_penalty
+
+    k, lam = 5, 3e-2
+    W, b = rng.normal(size=(k, k)), rng.normal(size=k)
+    pen = make_penalty(k, "l2", paper_to_bayescal_units("l2", k, lam, None)["reg_lambda"])
+    assert pen.value(W, b) == pytest.approx(lam * (np.sum(W**2) + np.sum(b**2)))
+    off = ~np.eye(k, dtype=bool)
+    conv = paper_to_bayescal_units("odir", k, lam, 2 * lam)
+    pen = make_penalty(k, "odir", conv["reg_lambda"], conv["reg_mu"])
+    assert pen.value(W, b) == pytest.approx(lam * np.sum(W[off] ** 2) + 2 * lam * np.sum(b**2))
+
+
+def test_compressed_warm_started_grid_equals_plain_fits(rng):
+    """Fitting distinct (score, label) rows with counts, warm-started along the
+    grid, gives the plain per-candidate fits of the same objective."""
+    q, y, _, _ = make_dirgen(900, 3, rng=rng)
+    q = np.round(q, 1)  # coarse scores, as trees and forests give: many repeated rows
+    q = np.clip(q, 0.01, None)
+    q /= q.sum(axis=1, keepdims=True)
+    folds = holdout_folds(q[:600], y[:600], q[600:], n_folds=3, seed=0)
+    grid = ({"reg_lambda": 1.0, "reg_mu": 1.0}, {"reg_lambda": 1e-2, "reg_mu": 1e-3})
+    fast = Method("d", "D", "bayescal.calibrators:DirichletCalibrator",
+                  {"reg": "odir", "tol": 1e-10}, grid, warm_start=True, compress=True)  # fmt: skip
+    plain = Method("d", "D", "bayescal.calibrators:DirichletCalibrator",
+                   {"reg": "odir", "tol": 1e-10}, grid)  # fmt: skip
+    a, b = cross_fit(fast, folds), cross_fit(plain, folds)
+    assert a.params == b.params and a.n_fits == b.n_fits == 6
+    assert a.val_log_loss == pytest.approx(b.val_log_loss, abs=1e-10)
+    np.testing.assert_allclose(a.proba, b.proba, atol=1e-8)
+    from bayescal.experiments.protocol import _distinct_rows
+
+    s, yy, w = _distinct_rows(folds[0].fit_scores, folds[0].fit_y)
+    assert w is not None and len(s) < 0.9 * len(folds[0].fit_y) and w.sum() == len(folds[0].fit_y)
+
+
+def test_bayesian_method_is_tuned_on_its_posterior_mode(rng):
+    pytest.importorskip("pymc", reason="dir_bayes needs the Bayesian stack (a runtime dependency)")
+    q, y, _, _ = make_dirgen(450, 3, rng=rng)
+    folds = holdout_folds(q[:300], y[:300], q[300:], n_folds=3, seed=0)
+    table = method_table(l2_grid=(1e1, 1e-3))
+    assert table["dir_bayes"].select_kwargs == {"kind": "map"}
+    bayes, l2 = cross_fit(table["dir_bayes"], folds), cross_fit(table["dir_l2"], folds)
+    assert bayes.params == l2.params  # the mode is the Dir-L2 fit, so is the choice
+    assert bayes.val_log_loss == pytest.approx(l2.val_log_loss, rel=1e-5)
+    assert not np.allclose(bayes.proba, l2.proba)  # the test map averages the posterior
+
+
+def test_qda_fits_classes_with_fewer_rows_than_features(rng):
+    X = rng.normal(size=(60, 8))
+    y = np.r_[np.zeros(52, int), np.ones(8, int)]  # class 1: 8 rows, 8 features
+    p = class_scores(make_classifier("qda", 0).fit(X, y), X, 2)
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
 
 
 def test_method_table_reports_unavailable_estimators():

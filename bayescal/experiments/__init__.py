@@ -61,6 +61,7 @@ def reproduce(
     odir_grid: Sequence[float] | None = None,
     l2_grid: Sequence[float] | None = None,
     report_only: bool = False,
+    selection: str = "train_rows",
 ) -> pd.DataFrame:
     """Run (or resume) one of the paper's experimental suites.
 
@@ -96,6 +97,14 @@ def reproduce(
         ``dnn`` suite only: replace the paper's hyperparameter grids (ODIR:
         the axis of both strengths; L2: the strength), e.g. to budget the
         100-class networks. Results under other grids are cached separately.
+    report_only : bool, default=False
+        Fit nothing; write the results and tables from the cache.
+    selection : {"train_rows", "held_out"}, default="train_rows"
+        ``uci`` suite: rows on which hyperparameter candidates are compared
+        (:func:`bayescal.experiments.protocol.inner_classifier_folds`): the
+        rows the inner classifier was trained on, scored by that classifier
+        (the authors' code, the default), or the other inner calibration sets,
+        which another classifier scored.
 
     Returns
     -------
@@ -112,6 +121,7 @@ def reproduce(
             methods=tuple(methods or UCIConfig.methods),
             n_repeats=check_positive_int(n_repeats or (1 if quick else 5), "n_repeats"),
             n_folds=check_positive_int(n_folds or (3 if quick else 5), "n_folds"),
+            selection=check_option(selection, "selection", ("held_out", "train_rows")),
         )  # fmt: skip
         return run_uci(data_dir, out, cfg, jobs=jobs, progress=progress, scheduler=scheduler,
                        compute=not report_only)  # fmt: skip

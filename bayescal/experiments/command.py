@@ -48,6 +48,9 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="dnn: comma-separated ODIR strengths (default: the paper's 6 values)")
     p.add_argument("--l2-grid", type=_floats, default=None,
                    help="dnn: comma-separated L2 strengths (default: 1e3 ... 1e-7)")
+    p.add_argument("--selection", choices=["train_rows", "held_out"], default="train_rows",
+                   help="uci: score hyperparameter candidates on the other inner calibration "
+                   "sets (default) or on the classifier's training rows (the authors' code)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--report-only", action="store_true",
                    help="fit nothing; write results and tables from the cache")
@@ -75,6 +78,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
         odir_grid=args.odir_grid,
         l2_grid=args.l2_grid,
         report_only=args.report_only,
+        selection=args.selection,
     )
     print(f"{len(df)} result rows written to {args.out}")
     return 0

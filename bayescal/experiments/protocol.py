@@ -14,14 +14,24 @@ the three maps' outputs ``mean_i map_i(T_i)`` (for the uncalibrated method,
 the mean of the three classifiers' scores).
 
 Hyperparameters (grids in :mod:`bayescal.experiments.calibrators`) are chosen
-by inner log-loss, without a further level of nesting: map ``i`` is scored on
-the other calibration sets ``S_j, j != i``, which are held out from map ``i``
-and drawn from the same distribution of classifier scores (classifiers ``C_j``
-are trained by the same learner on equally many rows of the same data). The
-candidate with the lowest pooled log-loss over those six (map, set) pairs wins,
-and its three already fitted maps are averaged; no extra fits are needed.
-(The authors' code scores candidates on the classifier's training rows; that
-favours weak regularisation, which the supplement reports.)
+by inner log-loss, without a further level of nesting. Two choices of the rows
+on which map ``i``'s candidates are scored (``selection``):
+
+* ``"train_rows"`` (default; the authors' code): the rows classifier ``C_i``
+  was trained on, scored by ``C_i``. They are in-sample for the classifier,
+  so its scores there are over-confident, but they come from the classifier
+  whose scores map ``i`` calibrates.
+* ``"held_out"``: the other calibration sets ``S_j, j != i``. They are
+  held out from classifier and map alike, but scored by *other* classifiers
+  ``C_j``; for unstable learners (trees, kNN, forests) a map is then judged
+  on score distributions it will never see, which favours strong
+  regularisation. Measured on six UCI datasets x 8 classifiers (1 x 3 folds):
+  Dir-L2's average p-cw-ECE rank among the paper's seven calibrators is 4.15
+  with ``"held_out"`` and 2.92 with ``"train_rows"`` (log-loss rank 2.88 and
+  1.92).
+
+The candidate with the lowest pooled log-loss over the three maps wins, and
+its three already fitted maps are averaged; no extra fits are needed.
 
 Deep-network protocol (section 4.2)
 -----------------------------------
@@ -131,12 +141,18 @@ def inner_classifier_folds(
     n_classes: int,
     n_inner: int = 3,
     seed: int = 0,
+    selection: str = "train_rows",
 ) -> tuple[list[CalibrationFold], float]:
     """Train ``n_inner`` classifiers and build the inner calibration folds.
 
-    Returns the folds (``val`` of fold ``i`` = the calibration sets of the
-    other folds) and the seconds spent training and scoring classifiers.
+    Returns the folds and the seconds spent training and scoring classifiers.
+    The rows on which fold ``i``'s hyperparameter candidates are scored
+    (``val``) are, with ``selection="train_rows"`` (the authors' code), the
+    rows classifier ``i`` was trained on, scored by classifier ``i``; with
+    ``selection="held_out"``, the calibration sets of the other folds.
     """
+    if selection not in ("held_out", "train_rows"):
+        raise ValueError(f"selection must be 'held_out' or 'train_rows'; got {selection!r}")
     t0 = time.perf_counter()
     skf = StratifiedKFold(n_splits=n_inner, shuffle=True, random_state=seed)
     parts = []
@@ -154,19 +170,24 @@ def inner_classifier_folds(
             model.fit(X_train[tr], y_train[tr])
             s_cal = class_scores(model, X_train[cal], n_classes)
             s_test = class_scores(model, X_test, n_classes)
-        parts.append((s_cal, y_train[cal], s_test))
+            s_tr = None
+            if selection == "train_rows":
+                s_tr = class_scores(model, X_train[tr], n_classes)
+        parts.append((s_cal, y_train[cal], s_test, s_tr, y_train[tr]))
     folds = []
-    for i, (s_cal, y_cal, s_test) in enumerate(parts):
+    for i, (s_cal, y_cal, s_test, s_tr, y_tr) in enumerate(parts):
         others = [p for j, p in enumerate(parts) if j != i]
+        if selection == "train_rows":
+            val_scores, val_y = s_tr, y_tr
+        else:
+            val_scores = np.vstack([p[0] for p in others])
+            val_y = np.concatenate([p[1] for p in others])
         folds.append(
             CalibrationFold(
-                fit_scores=s_cal,
-                fit_y=y_cal,
-                val_scores=np.vstack([p[0] for p in others]),
-                val_y=np.concatenate([p[1] for p in others]),
+                fit_scores=s_cal, fit_y=y_cal, val_scores=val_scores, val_y=val_y,
                 test_scores=s_test,
             )
-        )
+        )  # fmt: skip
     return folds, time.perf_counter() - t0
 
 

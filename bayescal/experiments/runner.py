@@ -89,12 +89,14 @@ class UCIConfig:
     n_inner: int = 3
     seed: int = 0
     n_resamples: int = 1000
+    selection: str = "train_rows"
 
     def protocol(self) -> dict[str, Any]:
         """What the cached results depend on (not which subsets are run)."""
         return {
             "suite": "uci", "version": PROTOCOL_VERSION, "n_folds": self.n_folds,
             "n_inner": self.n_inner, "seed": self.seed, "n_resamples": self.n_resamples,
+            "selection": self.selection,
             "sklearn": sklearn.__version__,
             # every classifier's full settings: changing one starts a new cache
             "classifiers": {c: repr(make_classifier(c, 0)) for c in sorted(CLASSIFIERS)},
@@ -196,6 +198,7 @@ def _uci_task(
         folds, clf_seconds = inner_classifier_folds(
             lambda: make_classifier(classifier, seed % (2**31)),
             X[tr], y[tr], X[te], n_classes=n_classes, n_inner=cfg.n_inner, seed=seed % (2**31),
+            selection=cfg.selection,
         )  # fmt: skip
     except (ValueError, np.linalg.LinAlgError) as exc:
         msg = f"classifier failed: {type(exc).__name__}: {exc}"
