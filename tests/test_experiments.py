@@ -25,7 +25,12 @@ from bayescal.experiments.protocol import (
     outer_splits,
 )
 from bayescal.experiments.ranking import block_ranks, friedman_pvalue, nemenyi_cd
-from bayescal.experiments.tables import dnn_table_markdown, rank_summary, rank_table_markdown
+from bayescal.experiments.tables import (
+    dnn_table_markdown,
+    rank_summary,
+    rank_table_markdown,
+    variant_table_markdown,
+)
 from bayescal.metrics import log_loss
 
 # -- ranking ------------------------------------------------------------------
@@ -293,6 +298,18 @@ def test_rank_summary_and_markdown():
     df.loc[hole, "log_loss"] = np.nan
     s = rank_summary(df, "log_loss", ["m1", "m2", "m3"])
     assert s.dropped == [("knn", "a")] and s.n_blocks["average"] == 5
+
+
+def test_variant_table_puts_each_variant_in_the_first_column():
+    df = _fake_results()
+    md = variant_table_markdown(df, ["log_loss"], ["m1", "m3", "absent"], ["m2"],
+                                {"m1": "M one"}, paper_first={"log_loss": 2.25})  # fmt: skip
+    lines = md.splitlines()
+    assert lines[0] == "| Measure | first column | paper's Dir-L2 | m2 | blocks |"
+    # m1 beats m2 on 4 of 6 blocks; m3 loses to m2 on 4 of 6 (values 0.1/0.2/0.3)
+    assert lines[2] == "| log_loss | M one **1.33** | 2.25 | 1.67 | 6 |"
+    assert lines[3] == "| log_loss | m3 **1.67** | 2.25 | 1.33 | 6 |"
+    assert len(lines) == 4  # the absent variant has no row
 
 
 def test_dnn_table_markdown():

@@ -56,7 +56,12 @@ from bayescal.experiments.protocol import (
     shuffled,
 )
 from bayescal.experiments.scoring import METRICS, N_BINS, p_ece_available, score_all
-from bayescal.experiments.tables import dnn_table_markdown, rank_summary, rank_table_markdown
+from bayescal.experiments.tables import (
+    dnn_table_markdown,
+    rank_summary,
+    rank_table_markdown,
+    variant_table_markdown,
+)
 
 __all__ = [
     "QUICK_CLASSIFIERS",
@@ -408,7 +413,22 @@ def uci_report(df: pd.DataFrame, methods: list[str]) -> str:
             s = rank_summary(df, metric, all_set)
             parts.append(f"## {metric}: average ranks, all methods\n\n"
                          + rank_table_markdown(s, labels) + "\n")  # fmt: skip
+    variants = [m for m in _DIRICHLET_VARIANTS if m in methods]
+    if variants and paper_set[:1] == ["dir_l2"] and len(paper_set) > 1:
+        parts.append(
+            "## Each Dirichlet variant in Dir-L2's place (the paper's seven-method layout)\n\n"
+            + variant_table_markdown(
+                df, ["log_loss", "p_cw_ece"], variants, paper_set[1:], labels,
+                paper_first={"log_loss": paper.TABLE2["average"][0],
+                             "p_cw_ece": paper.TABLE1["average"][0]},
+            )
+            + "\n"
+        )  # fmt: skip
     return "\n".join(parts)
+
+
+#: bayescal's Dirichlet fits compared in the paper's Dir-L2 column.
+_DIRICHLET_VARIANTS = ("dir_l2", "dir_odir", "dir_bayes", "dir_gen_map", "dir_gen")
 
 
 def _dnn_files(data_dir: Path, models: tuple[str, ...] | None) -> list[Path]:

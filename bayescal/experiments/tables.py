@@ -17,7 +17,13 @@ import pandas as pd
 from bayescal.experiments.ranking import block_ranks, friedman_pvalue, nemenyi_cd
 from bayescal.experiments.scoring import HIGHER_IS_BETTER
 
-__all__ = ["RankSummary", "dnn_table_markdown", "rank_summary", "rank_table_markdown"]
+__all__ = [
+    "RankSummary",
+    "dnn_table_markdown",
+    "rank_summary",
+    "rank_table_markdown",
+    "variant_table_markdown",
+]
 
 
 @dataclass
@@ -128,6 +134,43 @@ def rank_table_markdown(
             + ", ".join(f"{c}/{d}" for c, d in summary.dropped[:10])
             + (" ..." if len(summary.dropped) > 10 else "")
         )
+    return "\n".join(lines)
+
+
+def variant_table_markdown(
+    results: pd.DataFrame,
+    metrics: list[str],
+    variants: list[str],
+    others: list[str],
+    labels: dict[str, str],
+    *,
+    paper_first: dict[str, float] | None = None,
+) -> str:
+    """Each variant in turn in the first column of a table with ``others``.
+
+    One row per (measure, variant): the variant's average rank when it takes
+    the first column's place (the paper's Dir-L2) among ``others``, and the
+    others' ranks in that comparison. ``paper_first`` maps a measure to the
+    paper's average rank of its first column, shown for reference.
+    """
+    cols = ["Measure", "first column", *(labels.get(m, m) for m in others), "blocks"]
+    if paper_first:
+        cols.insert(2, "paper's Dir-L2")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for metric in metrics:
+        for v in variants:
+            if v not in set(results["method"]):
+                continue
+            s = rank_summary(results, metric, [v, *others])
+            if "average" not in s.ranks.index:
+                continue
+            avg = s.ranks.loc["average"]
+            cells = [metric, f"{labels.get(v, v)} **{avg[v]:.2f}**"]
+            if paper_first:
+                cells.append(_fmt(paper_first.get(metric, float("nan")), 2))
+            cells += [f"{avg[m]:.2f}" for m in others]
+            cells.append(str(s.n_blocks["average"]))
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
