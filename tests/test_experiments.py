@@ -226,16 +226,28 @@ def test_compressed_warm_started_grid_equals_plain_fits(rng):
     assert w is not None and len(s) < 0.9 * len(folds[0].fit_y) and w.sum() == len(folds[0].fit_y)
 
 
-def test_bayesian_method_is_tuned_on_its_posterior_mode(rng):
+def test_bayesian_method_is_tuned_by_its_evidence(rng):
     pytest.importorskip("pymc", reason="dir_bayes needs the Bayesian stack (a runtime dependency)")
+    from bayescal.bayes import BayesianDirichletCalibrator
+
     q, y, _, _ = make_dirgen(450, 3, rng=rng)
     folds = holdout_folds(q[:300], y[:300], q[300:], n_folds=3, seed=0)
-    table = method_table(l2_grid=(1e1, 1e-3))
-    assert table["dir_bayes"].select_kwargs == {"kind": "map"}
-    bayes, l2 = cross_fit(table["dir_bayes"], folds), cross_fit(table["dir_l2"], folds)
-    assert bayes.params == l2.params  # the mode is the Dir-L2 fit, so is the choice
-    assert bayes.val_log_loss == pytest.approx(l2.val_log_loss, rel=1e-5)
-    assert not np.allclose(bayes.proba, l2.proba)  # the test map averages the posterior
+    grid = (1e1, 1e-2, 1e-6)
+    method = method_table(l2_grid=grid)["dir_bayes"]
+    assert method.select_by == "evidence"
+    res = cross_fit(method, folds)
+    # the choice maximises the log evidence summed over the three calibration sets
+    total = {}
+    for lam in grid:
+        lam_b = lam * 3 * 4  # paper units -> bayescal units, k = 3
+        total[lam] = sum(
+            BayesianDirichletCalibrator(sampler="laplace", prior="l2", center="zero",
+                                        reg_lambda=lam_b, draws=5, chains=1)
+            .fit(f.fit_scores, f.fit_y).log_evidence_ for f in folds
+        )  # fmt: skip
+    assert res.params == {"reg_lambda": max(total, key=total.get)}
+    assert res.val_log_loss == pytest.approx(-max(total.values()) / 600)  # 3 x 200 rows
+    assert res.proba.shape == (150, 3) and np.allclose(res.proba.sum(axis=1), 1)
 
 
 def test_qda_fits_classes_with_fewer_rows_than_features(rng):

@@ -46,7 +46,7 @@ from bayescal._validation import (
 from bayescal.bayes._backend import import_arviz
 from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
 from bayescal.bayes.gauge import dirlin_gauge
-from bayescal.bayes.laplace import dirgen_mode
+from bayescal.bayes.laplace import dirgen_mode, dirlin_log_evidence
 from bayescal.bayes.models import dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
@@ -273,6 +273,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             "bayescal_model_id": self.model_id_,
             "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
         }
+        if hasattr(self, "log_evidence_"):
+            attrs["bayescal_log_evidence"] = repr(float(self.log_evidence_))
         self.idata_.posterior.attrs.update(attrs)
         import xarray as xr
 
@@ -341,6 +343,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         est.diagnostics_ = {}
         prior = json.loads(attrs["bayescal_prior"])
         est.prior_ = (DirLinPrior if "sd_W" in prior else DirGenPrior).from_dict(prior)
+        if "bayescal_log_evidence" in attrs:
+            est.log_evidence_ = float(attrs["bayescal_log_evidence"])
         est._restore()
         return est
 
@@ -396,6 +400,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         ``r_hat_max``, ``ess_bulk_min``, ``divergences`` (MCMC samplers).
     prior_ : DirLinPrior
         The Gaussian prior sds and centres (serialisable: ``prior_.to_dict()``).
+    log_evidence_ : float
+        Laplace estimate of the log marginal likelihood ``ln p(y)`` of the
+        calibration labels (:func:`bayescal.bayes.laplace.dirlin_log_evidence`),
+        for choosing ``reg_lambda`` by type-II maximum likelihood; ``nan`` with
+        ``prior="odir"``, whose flat diagonal is improper.
     model_id_ : str
         Hash of the configuration and the data's sufficient statistics;
         checked by :meth:`load`.
@@ -467,6 +476,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         gauge, penalty, theta, L = self.laplace_approximation(x, y)
         self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
+        self.log_evidence_ = float("nan")
+        if self.prior == "l2":
+            self.log_evidence_ = dirlin_log_evidence(x, y, penalty, self.coef_, self.intercept_)
         k = x.shape[1]
         dims = {"W": ["class_out", "class_in"], "b": ["class_out"]}
         coords = {"class_out": np.arange(k), "class_in": np.arange(k)}

@@ -34,13 +34,17 @@ boosting): such settings are recorded as errors. ``dir_gen_map`` adds the
 estimator's documented pseudo-count prior (``prior=1.0``) and always fits.
 
 The Bayesian method (``dir_bayes``) uses the Gaussian prior that corresponds
-to the Dir-L2 penalty (centred at ``W = 0``), so its posterior mode is the
-Dir-L2 fit and the only difference is the posterior averaging of the map
-(Laplace approximation, 200 draws). Its prior scale ``reg_lambda`` is chosen
-on the same grid by the held-out log-loss of the posterior *mode*
-(``select_kwargs={"kind": "map"}``), which is Dir-L2's choice; only the final
-test predictions average over the posterior. (Scoring every candidate with
-200-draw averages costs 11 times more and changes the choice little.)
+to the Dir-L2 penalty (centred at ``W = 0``), so its posterior mode at a given
+strength is the Dir-L2 fit; its predictions average the map over the Laplace
+posterior (200 draws). Its prior scale ``reg_lambda`` (same grid) is chosen
+the Bayesian way, by the Laplace estimate of the marginal likelihood of each
+inner calibration set (``select_by="evidence"``, type-II maximum likelihood),
+not by log-loss: the log-loss criterion of the paper's protocol picks weak
+priors (small lambdas), under which the Laplace posterior of a small
+calibration set is so wide that its averaged map is worse than its mode
+(measured on the six smallest datasets x 11 classifiers, 5 x 3 folds: mean
+log-loss 0.56 against Dir-L2's 0.14 on iris, 1.10 against 0.32 on
+dermatology).
 """
 
 from __future__ import annotations
@@ -119,8 +123,13 @@ class Method:
         candidate's solution (same optimum, fewer Newton steps).
     select_kwargs : dict
         Keyword arguments of ``predict_proba`` when candidates are scored on
-        held-out rows (``{"kind": "map"}``: the Bayesian method is tuned on its
+        held-out rows (e.g. ``{"kind": "map"}``: score a Bayesian method's
         posterior mode).
+    select_by : {"log_loss", "evidence"}
+        How candidates are compared: pooled log-loss on the folds' ``val``
+        rows, or (Bayesian methods) the fitted maps' Laplace log evidence
+        ``log_evidence_`` of their own calibration labels, summed over folds
+        (type-II maximum likelihood; no held-out rows are used).
     compress : bool
         The estimator's ``fit`` takes ``sample_weight`` and its objective is a
         weighted mean over rows: the protocol fits each distinct
@@ -140,6 +149,7 @@ class Method:
     warm_start: bool = False
     select_kwargs: dict[str, Any] = field(default_factory=dict)
     compress: bool = False
+    select_by: str = "log_loss"
 
     def resolve(self) -> type:
         """Import the estimator class (raises ImportError/AttributeError if absent)."""
@@ -185,6 +195,8 @@ class Method:
             spec["penalty_units"] = self.penalty_units
         if self.select_kwargs:
             spec["select_kwargs"] = self.select_kwargs
+        if self.select_by != "log_loss":
+            spec["select_by"] = self.select_by
         blob = json.dumps(spec, sort_keys=True, default=repr)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -297,8 +309,7 @@ def method_table(
                 "dir_bayes", "Dir-Bayes (Laplace)", "bayescal.bayes:BayesianDirichletCalibrator",
                 {"sampler": "laplace", "prior": "l2", "center": "zero", "draws": 200,
                  "chains": 1, "random_seed": 0},
-                _grid(reg_lambda=l2_grid), penalty_units=units,
-                select_kwargs={"kind": "map"},
+                _grid(reg_lambda=l2_grid), penalty_units=units, select_by="evidence",
             ),
         )
     }  # fmt: skip

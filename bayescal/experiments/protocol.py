@@ -261,7 +261,12 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
                     n_fits += 1
             n_conv += sum(issubclass(w.category, ConvergenceWarning) for w in caught)
             previous = list(models)
-            if len(candidates) > 1:
+            if len(candidates) > 1 and method.select_by == "evidence":
+                # minus the log evidence per calibration row, pooled over folds
+                loss = -sum(m.log_evidence_ for m in models) / sum(len(f.fit_y) for f in folds)
+                if not np.isfinite(loss):
+                    raise ValueError(f"{method.name} has no finite log evidence")
+            elif len(candidates) > 1:
                 total = sum(
                     log_loss(f.val_y, m.predict_proba(f.val_scores, **method.select_kwargs))
                     * len(f.val_y)

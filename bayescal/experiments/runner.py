@@ -361,8 +361,9 @@ def run_uci(
                 if missing:
                     ms = [plan.methods[m] for m in missing]
                     tasks.append((name, X, y, ds.n_classes, clf, r, f, tr, te, ms, cfg))
-    # cheapest first: an interrupted run has as many complete blocks as possible
-    tasks.sort(key=lambda t: (len(t[2]) * t[3] ** 2, t[0], t[4], t[5], t[6]))
+    # repeat by repeat, cheapest first within a repeat: a run stopped early has
+    # every (dataset, classifier) block with as many complete repeats as it could
+    tasks.sort(key=lambda t: (t[5], len(t[2]) * t[3] ** 2, t[0], t[4], t[6]))
     if not compute:
         tasks = []
     _execute(tasks, _uci_task, cache, jobs=jobs, progress=progress, desc="uci settings",
@@ -460,7 +461,7 @@ def run_dnn(
     """
     t0 = time.perf_counter()
     grids = {k: v for k, v in (("odir_grid", cfg.odir_grid), ("l2_grid", cfg.l2_grid)) if v}
-    table = method_table(**grids)
+    table = method_table(**grids, penalty_units="bayescal")
     plan = _plan(cfg.methods, table)
     out = Path(out)
     fp = protocol_fingerprint(cfg.protocol())
