@@ -263,7 +263,13 @@ def test_log_evidence_attribute_prior_and_round_trip(tmp_path):
     # type-II ML over the prior scale: an absurdly strong prior has less evidence
     strong = BayesianDirichletCalibrator(prior="l2", reg_lambda=1e5, **kw).fit(q, y)
     assert strong.log_evidence_ < est.log_evidence_
+    # the sampling-free method gives the same number and leaves the estimator alone
+    fresh = BayesianDirichletCalibrator(prior="l2", reg_lambda=1.0, **kw)
+    assert fresh.log_evidence(q, y) == pytest.approx(est.log_evidence_, rel=1e-9)
+    assert not hasattr(fresh, "idata_")
     odir = BayesianDirichletCalibrator(prior="odir", **kw).fit(q, y)
     assert np.isnan(odir.log_evidence_)  # flat diagonal: improper prior
+    with pytest.raises(ValueError, match="use prior='l2'"):
+        odir.log_evidence(q, y)
     path = est.save(tmp_path / "post.nc")
     assert BayesianDirichletCalibrator.load(path).log_evidence_ == est.log_evidence_

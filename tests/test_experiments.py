@@ -248,6 +248,7 @@ def test_bayesian_method_is_tuned_by_its_evidence(rng):
     assert res.params == {"reg_lambda": max(total, key=total.get)}
     assert res.val_log_loss == pytest.approx(-max(total.values()) / 600)  # 3 x 200 rows
     assert res.proba.shape == (150, 3) and np.allclose(res.proba.sum(axis=1), 1)
+    assert res.n_fits == 3  # only the winner is fitted and sampled
 
 
 def test_qda_fits_classes_with_fewer_rows_than_features(rng):

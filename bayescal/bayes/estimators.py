@@ -42,6 +42,7 @@ from bayescal._validation import (
     check_nonnegative_float,
     check_option,
     check_positive_int,
+    check_scores,
 )
 from bayescal.bayes._backend import import_arviz
 from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
@@ -51,7 +52,7 @@ from bayescal.bayes.models import dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.dirichlet import SufficientStatistics
-from bayescal.maps import dirgen_to_dirlin, dirlin_to_canonical
+from bayescal.maps import dirgen_to_dirlin, dirlin_to_canonical, log_features
 
 __all__ = [
     "BayesianDirichletCalibrator",
@@ -446,6 +447,37 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         check_nonnegative_float(self.reg_mu, "reg_mu", strict=True)
         check_nonnegative_float(self.target_accept, "target_accept", strict=True)
         self._check_common()
+
+    def log_evidence(self, scores: ArrayLike, y: ArrayLike) -> float:
+        """Laplace log evidence ``ln p(y)`` of the configured prior, without sampling.
+
+        The same number as ``log_evidence_`` after :meth:`fit`, at the cost of
+        the posterior mode and one Hessian: for comparing prior scales
+        (``reg_lambda``) by type-II maximum likelihood before fitting the
+        chosen one. Needs ``prior="l2"`` (a proper prior). Does not change the
+        estimator.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples, n_classes)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        float
+        """
+        from bayescal.optimize import fit_multinomial, make_penalty
+
+        self._check_params()
+        if self.prior != "l2":
+            raise ValueError(
+                f"the evidence needs a proper prior: use prior='l2'; got prior={self.prior!r}"
+            )
+        x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
+        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        penalty = make_penalty(x.shape[1], "l2", self.reg_lambda, center=self.center)
+        res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
+        return dirlin_log_evidence(x, y, penalty, res.W, res.b)
 
     def laplace_approximation(self, x: Array, y: Array):
         """Mode and whitening of the posterior in identified coordinates.

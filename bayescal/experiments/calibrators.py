@@ -127,9 +127,10 @@ class Method:
         posterior mode).
     select_by : {"log_loss", "evidence"}
         How candidates are compared: pooled log-loss on the folds' ``val``
-        rows, or (Bayesian methods) the fitted maps' Laplace log evidence
-        ``log_evidence_`` of their own calibration labels, summed over folds
-        (type-II maximum likelihood; no held-out rows are used).
+        rows, or (Bayesian methods) the Laplace log evidence of each fold's
+        calibration labels (the estimator's ``log_evidence(scores, y)``),
+        summed over folds (type-II maximum likelihood; no held-out rows are
+        used); only the winner is then fitted and sampled.
     compress : bool
         The estimator's ``fit`` takes ``sample_weight`` and its objective is a
         weighted mean over rows: the protocol fits each distinct

@@ -235,6 +235,25 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
     t0 = time.perf_counter()
     candidates = method.candidates()
     n_classes = folds[0].fit_scores.shape[1]
+    errors: list[str] = []
+    evidence_loss = float("nan")
+    if method.select_by == "evidence" and len(candidates) > 1:
+        # type-II maximum likelihood: compare the candidates' Laplace evidence
+        # (mode and Hessian only), then fit and sample the winner alone
+        losses = []
+        n_rows = sum(len(f.fit_y) for f in folds)
+        for params in candidates:
+            try:
+                ev = sum(method.build(params, n_classes).log_evidence(f.fit_scores, f.fit_y)
+                         for f in folds)  # fmt: skip
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+                errors.append(f"{params}: {type(exc).__name__}: {exc}")
+                continue
+            if np.isfinite(ev):
+                losses.append((-ev / n_rows, params))
+        if losses:
+            evidence_loss, best_params = min(losses, key=lambda t: t[0])
+            candidates = [best_params]
     best: tuple[float, dict[str, Any], list[Any]] | None = None
     previous: list[Any] = [None] * len(folds)
     fit_data = [
@@ -243,7 +262,6 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
     ]
     n_fits = 0
     n_conv = 0
-    errors: list[str] = []
     for params in candidates:
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -261,12 +279,7 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
                     n_fits += 1
             n_conv += sum(issubclass(w.category, ConvergenceWarning) for w in caught)
             previous = list(models)
-            if len(candidates) > 1 and method.select_by == "evidence":
-                # minus the log evidence per calibration row, pooled over folds
-                loss = -sum(m.log_evidence_ for m in models) / sum(len(f.fit_y) for f in folds)
-                if not np.isfinite(loss):
-                    raise ValueError(f"{method.name} has no finite log evidence")
-            elif len(candidates) > 1:
+            if len(candidates) > 1:
                 total = sum(
                     log_loss(f.val_y, m.predict_proba(f.val_scores, **method.select_kwargs))
                     * len(f.val_y)
@@ -287,6 +300,8 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
         return CrossFitResult(None, {}, float("nan"), n_fits, time.perf_counter() - t0, n_conv,
                               errors)
     loss, params, models = best
+    if np.isfinite(evidence_loss):
+        loss = evidence_loss  # minus the log evidence per calibration row
     proba = np.mean(
         [m.predict_proba(f.test_scores) for m, f in zip(models, folds, strict=True)], axis=0
     )
