@@ -70,6 +70,9 @@ METRICS = ("confidence", "classwise")
 #: and :func:`consistency_bands` (resamples are processed in chunks of
 #: ``max(1, RESAMPLE_CHUNK_ELEMENTS // n)``); about 50 MB of temporaries.
 RESAMPLE_CHUNK_ELEMENTS = 2**20
+#: Up to this many classes, resampled labels are drawn by direct comparison
+#: with the CDF columns; beyond, by one binary search over all rows.
+_FEW_CLASSES = 32
 
 #: Floor on the probability of the true class inside :func:`log_loss`, so a
 #: confident mistake costs ``-ln(1e-15) = 34.5`` nats instead of ``inf``.
@@ -315,13 +318,16 @@ class _Design:
         else:
             cum = np.cumsum(p, axis=1)
             cum /= cum[:, -1:]
-            # Inverse CDF of all rows at once: row i's CDF shifted to [i, i+1]
-            # makes one sorted array, so a single searchsorted finds every
-            # label (shifting costs at most n * 2**-53 in each probability).
-            flat = (cum + rows[:, None]).ravel()
-            # If u + i rounds up to i + 1 the search lands in the next row;
-            # such a draw takes the last class of row i that has probability > 0.
+            # Inverse CDF: the label is the number of CDF values <= u, clamped
+            # to the last class of the row that has probability > 0.
             last = k - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
+            # Few classes: count with k - 1 vectorised comparisons (3x faster
+            # than a binary search for k = 7). Many classes: row i's CDF shifted
+            # to [i, i+1] makes one sorted array, so a single searchsorted finds
+            # every label (shifting costs at most n * 2**-53 in each probability;
+            # if u + i rounds up to i + 1 the clamp keeps the label in row i).
+            few = k <= _FEW_CLASSES
+            flat = None if few else (cum + rows[:, None]).ravel()
         done = 0
         while done < n_resamples:
             r = min(chunk, n_resamples - done)
@@ -330,8 +336,14 @@ class _Design:
             if self.metric == "confidence":
                 idx = (offset + self.groups)[u < p_hit]
             else:
-                pos = np.searchsorted(flat, u + rows, side="right")
-                labels = np.minimum(pos - rows * k, last)
+                if few:
+                    labels = np.zeros((r, n), dtype=np.intp)
+                    for j in range(k - 1):
+                        labels += u >= cum[:, j]
+                    labels = np.minimum(labels, last)
+                else:
+                    pos = np.searchsorted(flat, u + rows, side="right")
+                    labels = np.minimum(pos - rows * k, last)
                 idx = (offset + self.groups[rows, labels]).ravel()
             yield np.bincount(idx, minlength=r * G).reshape(r, G).astype(float)
             done += r

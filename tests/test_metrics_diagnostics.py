@@ -393,3 +393,20 @@ def test_posterior_bands_input_errors():
         metrics.posterior_bands(np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match=r"proba_draws\[1\] contains negative"):
         metrics.posterior_bands(np.array([[[0.5, 0.5]], [[-0.5, 1.5]]]))
+
+
+@pytest.mark.parametrize("k", [2, 7, 12])
+def test_p_ece_label_draws_agree_across_the_two_samplers(monkeypatch, k):
+    """Few classes: labels by CDF comparisons; many: one binary search. Both are
+    the same inverse-CDF draw, so the same generator gives the same p-value
+    (rows with zero-probability classes included)."""
+    import bayescal.metrics as m
+
+    rng = np.random.default_rng(k)
+    p = rng.dirichlet(np.full(k, 0.3), size=400)
+    p[::7, 0] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    y = rng.integers(0, k, 400)
+    fast = m.p_ece(y, p, n_resamples=300, rng=1)
+    monkeypatch.setattr(m, "_FEW_CLASSES", 0)
+    assert m.p_ece(y, p, n_resamples=300, rng=1) == fast
