@@ -8,6 +8,10 @@ Times ``p_ece`` (classwise and confidence) at n = 10,000 and k = 100 with
 1,000 resamples (median of 3 runs), and the obvious loop implementation (draw
 labels with ``Generator.choice`` per sample block and call ``classwise_ece``
 once per resample) on 20 resamples, scaled to 1,000, in the same process.
+Then times the two label samplers of the classwise test side by side at the
+size of a ``shuttle`` test fold of the paper's 5 x 3 protocol (n = 19,333,
+k = 7): direct CDF comparisons (used for k <= 32) against the single binary
+search (used beyond).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 
 import numpy as np
 
+import bayescal.metrics as metrics
 from bayescal.metrics import classwise_ece, consistency_bands, expected_calibration_error, p_ece
 
 N, K, R = 10_000, 100, 1_000
@@ -57,6 +62,16 @@ def main() -> None:
               f"ratio {loop / vec:5.1f}x")
     bands = median_time(lambda: consistency_bands(p, kind="classwise", n_resamples=R, rng=1))
     print(f"consistency_bands classwise         {bands:7.2f} s")
+    n, k = 19_333, 7
+    p = rng.dirichlet(np.ones(k), size=n)
+    y = np.array([rng.choice(k, p=row) for row in p])
+    default = metrics._FEW_CLASSES  # k = 7 <= default: the comparison sampler
+    comp = median_time(lambda: p_ece(y, p, n_resamples=R, rng=1))
+    metrics._FEW_CLASSES = 0  # force the binary search
+    search = median_time(lambda: p_ece(y, p, n_resamples=R, rng=1))
+    metrics._FEW_CLASSES = default
+    print(f"p_ece classwise n = {n}, k = {k}: comparisons {comp:5.2f} s   binary search "
+          f"{search:5.2f} s   ratio {search / comp:4.2f}x")
 
 
 if __name__ == "__main__":
