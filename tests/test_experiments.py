@@ -227,7 +227,6 @@ def test_compressed_warm_started_grid_equals_plain_fits(rng):
 
 
 def test_bayesian_method_is_tuned_by_its_evidence(rng):
-    pytest.importorskip("pymc", reason="dir_bayes needs the Bayesian stack (a runtime dependency)")
     from bayescal.bayes import BayesianDirichletCalibrator
 
     q, y, _, _ = make_dirgen(450, 3, rng=rng)

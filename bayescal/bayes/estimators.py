@@ -448,6 +448,14 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         check_nonnegative_float(self.target_accept, "target_accept", strict=True)
         self._check_common()
 
+    def _penalty(self, k: int):
+        """The penalty whose Gaussian reading is this estimator's prior."""
+        from bayescal.optimize import make_penalty
+
+        reg_mu = self.reg_mu if self.prior == "odir" else None
+        return make_penalty(k, kind=self.prior, reg_lambda=self.reg_lambda, reg_mu=reg_mu,
+                            center=self.center)  # fmt: skip
+
     def log_evidence(self, scores: ArrayLike, y: ArrayLike) -> float:
         """Laplace log evidence ``ln p(y)`` of the configured prior, without sampling.
 
@@ -466,7 +474,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         -------
         float
         """
-        from bayescal.optimize import fit_multinomial, make_penalty
+        from bayescal.optimize import fit_multinomial
 
         self._check_params()
         if self.prior != "l2":
@@ -475,7 +483,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             )
         x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
         y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
-        penalty = make_penalty(x.shape[1], "l2", self.reg_lambda, center=self.center)
+        penalty = self._penalty(x.shape[1])
         res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
         return dirlin_log_evidence(x, y, penalty, res.W, res.b)
 
@@ -485,16 +493,10 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         Returns ``(gauge, penalty, theta_mode, L)`` with ``L L^T`` the inverse
         Hessian of the negative log-posterior at the mode.
         """
-        from bayescal.optimize import fit_multinomial, make_penalty, multinomial_objective
+        from bayescal.optimize import fit_multinomial, multinomial_objective
 
         n, k = x.shape
-        penalty = make_penalty(
-            k,
-            kind=self.prior,
-            reg_lambda=self.reg_lambda,
-            reg_mu=self.reg_mu if self.prior == "odir" else None,
-            center=self.center,
-        )
+        penalty = self._penalty(k)
         gauge = dirlin_gauge(penalty_to_prior(penalty, n))
         res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
         raw = gauge.project(np.concatenate([res.W.ravel(), res.b]))

@@ -121,10 +121,6 @@ class Method:
         The estimator has a ``warm_start`` parameter: the protocol refits one
         estimator per fold along the grid, each fit starting from the previous
         candidate's solution (same optimum, fewer Newton steps).
-    select_kwargs : dict
-        Keyword arguments of ``predict_proba`` when candidates are scored on
-        held-out rows (e.g. ``{"kind": "map"}``: score a Bayesian method's
-        posterior mode).
     select_by : {"log_loss", "evidence"}
         How candidates are compared: pooled log-loss on the folds' ``val``
         rows, or (Bayesian methods) the Laplace log evidence of each fold's
@@ -148,7 +144,6 @@ class Method:
     on_log_probs: bool = False
     penalty_units: str = "bayescal"
     warm_start: bool = False
-    select_kwargs: dict[str, Any] = field(default_factory=dict)
     compress: bool = False
     select_by: str = "log_loss"
 
@@ -194,8 +189,6 @@ class Method:
         # earlier caches stay valid (warm_start changes no result, only speed)
         if self.penalty_units != "bayescal":
             spec["penalty_units"] = self.penalty_units
-        if self.select_kwargs:
-            spec["select_kwargs"] = self.select_kwargs
         if self.select_by != "log_loss":
             spec["select_by"] = self.select_by
         blob = json.dumps(spec, sort_keys=True, default=repr)

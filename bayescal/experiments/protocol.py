@@ -281,8 +281,7 @@ def cross_fit(method: Method, folds: list[CalibrationFold]) -> CrossFitResult:
             previous = list(models)
             if len(candidates) > 1:
                 total = sum(
-                    log_loss(f.val_y, m.predict_proba(f.val_scores, **method.select_kwargs))
-                    * len(f.val_y)
+                    log_loss(f.val_y, m.predict_proba(f.val_scores)) * len(f.val_y)
                     for m, f in zip(models, folds, strict=True)
                 )
                 loss = total / sum(len(f.val_y) for f in folds)
