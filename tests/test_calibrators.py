@@ -26,9 +26,9 @@ from bayescal.calibrators.dirichlet import L2_GRID, ODIR_GRID
 from bayescal.optimize import fit_multinomial, make_penalty, multinomial_log_loss
 
 ESTIMATORS = {
-    "dirichlet": lambda: DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2),
-    "matrix": lambda: MatrixScaler(reg_lambda=1e-2, reg_mu=1e-2, input="probs"),
-    "vector": lambda: VectorScaler(),
+    "dirichlet": lambda: DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2),
+    "matrix": lambda: MatrixScaler(reg="odir", reg_lambda=1e-2, reg_mu=1e-2, input="probs"),
+    "vector": lambda: VectorScaler(reg="none"),
     "temperature": lambda: TemperatureScaler(),
 }
 
@@ -60,7 +60,7 @@ def _fit_scores(name: str, q: np.ndarray) -> np.ndarray:
 # -- the fit is the solver's fit -------------------------------------------------
 def test_dirichlet_fixed_lambda_is_the_solver_fit(cifar10):
     q, y = cifar10["val"]
-    cal = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-3).fit(q, y)
+    cal = DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-3).fit(q, y)
     res = fit_multinomial(log_features(q), y, penalty=make_penalty(10, "odir", 1e-2, 1e-3))
     assert cal.converged_ and cal.n_iter_ == res.n_iter
     assert np.array_equal(cal.coef_, res.W) and np.array_equal(cal.intercept_, res.b)
@@ -131,7 +131,7 @@ def test_temperature_is_the_exact_optimum(rng):
 def test_vector_scaler_beats_identity_and_matches_solver(rng):
     z = rng.normal(size=(300, 3)) + np.array([1.0, 0.0, -1.0])
     y = rng.integers(0, 3, 300)
-    vs = VectorScaler().fit(z, y)
+    vs = VectorScaler(reg="none").fit(z, y)
     res = fit_multinomial(z, y, structure="diagonal", tol=1e-7)
     assert np.allclose(vs.weights_, np.diag(res.W)) and np.allclose(vs.bias_, res.b)
     assert vs.fitted_ and vs.converged_
@@ -169,7 +169,7 @@ def test_class_missing_from_labels(synth, name):
 # -- hyperparameter search and the fold ensemble --------------------------------------
 def test_auto_grid_picks_the_best_held_out_log_loss(synth):
     q, y = synth
-    cal = DirichletCalibrator().fit(q, y)  # reg_lambda = reg_mu = "auto": the 6 x 6 grid
+    cal = DirichletCalibrator(reg="odir", cv=3).fit(q, y)  # lambda, mu "auto": the 6 x 6 grid
     res = cal.cv_results_
     assert len(res["mean_test_log_loss"]) == 36
     assert set(res["reg_lambda"]) == set(ODIR_GRID) and set(res["reg_mu"]) == set(ODIR_GRID)
@@ -192,14 +192,15 @@ def test_auto_l2_and_tied_mu_grids(synth):
     q, y = synth
     l2 = DirichletCalibrator(reg="l2", reg_mu=None).fit(q, y)
     assert np.array_equal(l2.cv_results_["reg_lambda"], L2_GRID) and l2.reg_mu_ is None
-    tied = DirichletCalibrator(reg_mu=None).fit(q, y)
+    tied = DirichletCalibrator(reg="odir", reg_mu=None).fit(q, y)
     assert len(tied.cv_results_["mean_test_log_loss"]) == 6
     assert tied.reg_mu_ == tied.reg_lambda_
 
 
 def test_ensemble_averages_the_fold_maps(synth):
     q, y = synth
-    cal = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, ensemble=True, cv=KFold(3)).fit(q, y)
+    cal = DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2, ensemble=True,
+                              cv=KFold(3)).fit(q, y)
     assert cal.coefs_.shape == (3, 4, 4) and cal.intercepts_.shape == (3, 4)
     x = log_features(q)
     maps = []
@@ -259,10 +260,10 @@ def test_parameter_schema_and_repr(synth):
 def test_unconverged_fit_warns_with_the_setting(synth):
     q, y = synth
     with pytest.warns(ConvergenceWarning, match="Increase max_iter"):
-        cal = DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3, max_iter=1).fit(q, y)
+        cal = DirichletCalibrator(reg="odir", reg_lambda=1e-3, reg_mu=1e-3, max_iter=1).fit(q, y)
     assert not cal.converged_
     with pytest.warns(ConvergenceWarning, match="max_iter"):
-        VectorScaler(max_iter=1).fit(log_features(q), y)
+        VectorScaler(max_iter=1, reg="none").fit(log_features(q), y)
 
 
 # -- bad input --------------------------------------------------------------------
@@ -274,7 +275,8 @@ def test_unconverged_fit_warns_with_the_setting(synth):
         ({"reg_lambda": "best"}, "reg_lambda must be a non-negative float or 'auto'"),
         ({"reg_lambda": None}, "reg_lambda must be a non-negative float or 'auto'"),
         ({"reg_mu": np.inf}, "reg_mu must be a finite non-negative"),
-        ({"reg": "l2", "reg_mu": 0.1}, "reg_mu is only used by reg='odir'"),
+        ({"reg": "l2", "reg_mu": 0.1}, "reg_mu is only used by reg='structured' and reg='odir'"),
+        ({"reg": "odir", "reg_diag": 0.1}, "reg_diag is only used by reg='structured'"),
         ({"reg": "none", "reg_lambda": 0.1, "reg_mu": None}, "reg_lambda is not used by"),
         ({"center": "mean"}, "center must be one of"),
         ({"cv": 1}, "cv must be an integer >= 2"),
@@ -290,7 +292,7 @@ def test_unconverged_fit_warns_with_the_setting(synth):
 )
 def test_dirichlet_bad_params(synth, params, match):
     q, y = synth
-    est = DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2).set_params(**params)
+    est = DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2).set_params(**params)
     with pytest.raises(ValueError, match=match):
         est.fit(q, y)
 

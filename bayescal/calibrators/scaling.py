@@ -21,6 +21,7 @@ logits as given (it is not invariant to a per-row shift), so ``z`` and
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -30,10 +31,12 @@ from bayescal._validation import (
     EPS,
     check_labels,
     check_nonnegative_float,
+    check_option,
     check_positive_int,
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.optimize import FitResult, fit_multinomial
+from bayescal.structured import check_strength, fit_structured
 
 __all__ = ["TemperatureScaler", "VectorScaler"]
 
@@ -233,9 +236,16 @@ class VectorScaler(_LogitScaler):
     .. math:: p = \mathrm{softmax}(w \odot z + b)
 
     ``2k`` parameters; it can fix class-dependent miscalibration that one
-    temperature cannot, but does not preserve the ranking. The mean log-loss is
-    convex in ``(w, b)``; Newton's method with the exact ``2k x 2k`` Hessian
-    (started at ``w = 1, b = 0``) reaches its exact minimum.
+    temperature cannot, but does not preserve the ranking. By default the fit
+    is penalised towards temperature scaling (``w = 1/T``, ``b = 0``; the
+    structured penalty of :func:`bayescal.optimize.make_penalty` restricted to
+    a diagonal ``W``), with the two strengths chosen by the Laplace evidence
+    and checked by cross-validation against temperature scaling
+    (:mod:`bayescal.structured`), so it moves away from one temperature only
+    when the calibration data support it; ``reg="none"`` is the original
+    unpenalised vector scaling. The objective is convex in ``(w, b)``;
+    Newton's method with the exact ``2k x 2k`` Hessian reaches its exact
+    minimum.
 
     Parameters
     ----------
@@ -248,6 +258,17 @@ class VectorScaler(_LogitScaler):
         it is validated (must be > 0).
     tol : float, default=1e-7
         Stop when the max-abs gradient of the mean log-loss is ``<= tol``.
+    reg : {"structured", "none"}, default="structured"
+        Penalty: centred on temperature scaling, or none.
+    reg_diag : float, "auto" or None, default="auto"
+        Strength on the scales' deviation from ``1/T`` (``"structured"``
+        only; ``None`` means ``"auto"``).
+    reg_mu : float, "auto" or None, default="auto"
+        Strength on the biases (``"structured"`` only; ``None`` ties it to
+        ``reg_diag``).
+    cv : int, cross-validation splitter or None, default=5
+        Folds of the check against temperature scaling (run when both
+        strengths are "auto"); ``None`` keeps the evidence's choice unchecked.
 
     Attributes
     ----------
@@ -264,10 +285,15 @@ class VectorScaler(_LogitScaler):
         ``diag(weights_)`` and ``bias_``.
     converged_ : bool
     n_features_in_ : int
+    reg_diag_, reg_mu_ : float or None
+        Strengths used (``"structured"``; ``inf`` when temperature scaling was
+        chosen).
+    temperature_ : float or None
+        ``T`` of the centre (``"structured"``).
 
     Notes
     -----
-    A class absent from the labels gets an ever smaller bias: the solver stops
+    With ``reg="none"``, a class absent from the labels gets an ever smaller bias: the solver stops
     when the gradient (about that class's mean predicted probability) is below
     ``tol``, so its calibrated probabilities are of order ``tol``.
 
@@ -292,11 +318,17 @@ class VectorScaler(_LogitScaler):
     _feature_space = "raw"
 
     def __init__(
-        self, max_iter: int = 500, learning_rate: float = 0.05, tol: float = 1e-07
+        self, max_iter: int = 500, learning_rate: float = 0.05, tol: float = 1e-07, *,
+        reg: str = "structured", reg_diag: float | str | None = "auto",
+        reg_mu: float | str | None = "auto", cv: Any = 5,
     ) -> None:
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.tol = tol
+        self.reg = reg
+        self.reg_diag = reg_diag
+        self.reg_mu = reg_mu
+        self.cv = cv
 
     def fit(self, scores: ArrayLike, y: ArrayLike) -> VectorScaler:
         """Fit the per-class scale and bias on held-out logits.
@@ -316,9 +348,27 @@ class VectorScaler(_LogitScaler):
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_nonnegative_float(self.tol, "tol", strict=True)
         check_nonnegative_float(self.learning_rate, "learning_rate", strict=True)
+        reg = check_option(self.reg, "reg", ("structured", "none"))
+        diag = check_strength(self.reg_diag, "reg_diag", allow_none=True)
+        mu = check_strength(self.reg_mu, "reg_mu", allow_none=True)
+        if reg == "none" and (diag not in (None, "auto") or mu not in (None, "auto")):
+            raise ValueError(f"reg_diag and reg_mu are not used by reg='none'; got "
+                             f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
+        if isinstance(self.cv, bool) or (isinstance(self.cv, Integral) and self.cv < 2):
+            raise ValueError(f"cv must be None, an integer >= 2 or a CV splitter; got {self.cv!r}")
         x = self._features(scores, reset=True)
         y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
-        res = fit_multinomial(x, y, structure="diagonal", max_iter=max_iter, tol=tol, warn=False)
+        self.reg_diag_ = self.reg_mu_ = self.temperature_ = None
+        if reg == "none":
+            res = fit_multinomial(x, y, structure="diagonal", max_iter=max_iter, tol=tol,
+                                  warn=False)
+        else:
+            sf = fit_structured(x, y, structure="diagonal", reg_diag=diag, reg_mu=mu,
+                                cv=self.cv, max_iter=max_iter, tol=tol)
+            res = sf.fit
+            self.reg_diag_ = float(sf.strengths["reg_diag"])
+            self.reg_mu_ = float(sf.strengths["reg_mu"])
+            self.temperature_ = 1.0 / sf.scale
         self._warn_unconverged(res)
         self.coef_ = res.W
         self.intercept_ = res.b
@@ -355,6 +405,17 @@ class VectorScaler(_LogitScaler):
                                   "description": "Unused by Newton's method (compatibility)."},
                 "tol": {"type": "number", "default": 1e-7, "exclusiveMinimum": 0,
                         "description": "Tolerance on the max-abs gradient."},
+                "reg": {"enum": ["structured", "none"], "default": "structured",
+                        "description": "Penalty towards temperature scaling, or none."},
+                "reg_diag": {"anyOf": [{"type": "number", "minimum": 0},
+                                       {"enum": ["auto", None]}], "default": "auto",
+                             "description": "Strength on the scales (structured)."},
+                "reg_mu": {"anyOf": [{"type": "number", "minimum": 0},
+                                     {"enum": ["auto", None]}], "default": "auto",
+                           "description": "Strength on the biases (structured)."},
+                "cv": {"anyOf": [{"type": "integer", "minimum": 2}, {"enum": [None]}],
+                       "default": 5, "description": "Folds of the check against "
+                       "temperature scaling."},
             },
             "additionalProperties": False,
         }

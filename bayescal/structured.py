@@ -1,0 +1,417 @@
+r"""The structured default: strengths chosen by evidence, checked by cross-validation.
+
+The default fit of :class:`~bayescal.DirichletCalibrator`,
+:class:`~bayescal.MatrixScaler` and :class:`~bayescal.VectorScaler` is the
+MAP of ``softmax(W x + b)`` under the structured penalty of
+:func:`bayescal.optimize.make_penalty` (``kind="structured"``): a Gaussian
+prior centred on temperature scaling (``W = s I``, ``b = 0``, with ``s = 1/T``
+the fitted inverse temperature) with one strength per *group* of parameters,
+
+* ``reg_lambda``: the off-diagonal of ``W`` (full structure only),
+* ``reg_diag``: the diagonal's deviation from ``s``,
+* ``reg_mu``: the intercepts ``b``,
+
+in units where ``1`` is the fixed default of structured matrix scaling
+(Berta et al. 2025). Strong strengths give temperature scaling, weak ones the
+unpenalised fit.
+
+Choosing the strengths (``"auto"``) takes two steps, both cheap:
+
+1. **Type-II maximum likelihood.** MacKay's evidence updates: with ``theta*``
+   the penalised fit, ``H`` the Hessian of ``n L`` there and ``D`` the prior
+   precisions, group ``g`` gets
+
+   .. math:: \lambda_g \leftarrow \lambda_g\,
+      \frac{\gamma_g}{\sum_{p \in g} D_p (\theta^*_p - c_p)^2},
+      \qquad \gamma_g = \sum_{p \in g} \bigl(1 - D_p [H^{-1}]_{pp}\bigr),
+
+   (``gamma_g`` is the number of parameters of the group that the data
+   determine), refitting warm-started until the strengths move by less than
+   1 %. Each step costs one warm-started Newton fit and one Hessian; it uses
+   all the data and needs no folds. It is the fixed point of
+   :func:`bayescal.optimize.log_evidence` over the strengths.
+2. **A one-standard-error check towards temperature scaling.** The evidence
+   is an asymptotic argument: on small or near-separable calibration sets it
+   can prefer a map that predicts worse than temperature scaling. So the
+   strengths found are multiplied by each of ``(inf, 100, 10, 1)`` (``inf`` is
+   temperature scaling itself) and each point of that path is scored by
+   ``cv``-fold cross-validation (each fold refits its own temperature, fits
+   warm-started along the path). The strongest point whose held-out log-loss
+   is within one standard error of the best (the standard error of the
+   paired per-sample differences) is kept, so the fit moves away from
+   temperature scaling only when the held-out data support it.
+
+References
+----------
+.. [1] D. J. C. MacKay. "Bayesian interpolation". Neural Computation 4(3),
+   1992; "The evidence framework applied to classification networks", Neural
+   Computation 4(5), 1992.
+.. [2] E. Berta, D. Holzmüller, M. I. Jordan and F. Bach. "Structured matrix
+   scaling for multi-class calibration". AISTATS 2026. arXiv:2511.03685.
+.. [3] T. Hastie, R. Tibshirani and J. Friedman. *The Elements of Statistical
+   Learning*, 2nd ed., section 7.10 (the one-standard-error rule).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import NDArray
+from sklearn.model_selection import KFold, StratifiedKFold, check_cv
+
+from bayescal._validation import check_nonnegative_float
+from bayescal.optimize import (
+    DENSE_MAX_PARAMS,
+    FitResult,
+    QuadraticPenalty,
+    _make_problem,
+    fit_multinomial,
+    make_penalty,
+)
+
+__all__ = [
+    "PATH_MULTIPLIERS",
+    "STRENGTH_BOUNDS",
+    "StructuredFit",
+    "check_strength",
+    "cv_splits",
+    "fit_structured",
+    "fit_temperature_scale",
+    "structured_penalty",
+    "temperature_result",
+]
+
+Array = NDArray[np.float64]
+
+#: Multipliers of the evidence strengths checked by cross-validation, strong to
+#: weak (``inf`` is temperature scaling).
+PATH_MULTIPLIERS: tuple[float, ...] = (np.inf, 100.0, 10.0, 1.0)
+#: Range of the strengths searched by the evidence updates (``1e4`` is
+#: temperature scaling to within a prior sd of about ``0.01 / sqrt(k)``).
+STRENGTH_BOUNDS: tuple[float, float] = (1e-4, 1e4)
+#: Bounds on the inverse temperature of the centre (``ln T`` in [-4, 4], as
+#: :class:`~bayescal.TemperatureScaler`).
+SCALE_BOUNDS: tuple[float, float] = (float(np.exp(-4.0)), float(np.exp(4.0)))
+#: Evidence iterations stop when no strength moves by more than this factor.
+EVIDENCE_RTOL = 0.01
+#: ... or when an update raises the log evidence by less than this (nats).
+EVIDENCE_ATOL = 0.01
+EVIDENCE_MAX_ITER = 100
+
+_GROUPS = ("reg_lambda", "reg_diag", "reg_mu")
+
+
+@dataclass(frozen=True)
+class StructuredFit:
+    """Outcome of :func:`fit_structured`.
+
+    Attributes
+    ----------
+    fit : FitResult
+        The final fit on all the data.
+    scale : float
+        Inverse temperature ``s`` of the centre ``W = s I``.
+    strengths : dict
+        ``{"reg_lambda", "reg_diag", "reg_mu"}`` used by the final fit
+        (``inf``: pinned to temperature scaling).
+    evidence_strengths : dict or None
+        The type-II maximum-likelihood strengths (``None`` if none was "auto").
+    n_evidence_iter : int
+        Evidence updates performed.
+    path : dict or None
+        The cross-validation check: ``multiplier``, ``mean_test_log_loss``,
+        ``se_vs_best`` arrays and the chosen ``index``; ``None`` if not run.
+    """
+
+    fit: FitResult
+    scale: float
+    strengths: dict[str, float]
+    evidence_strengths: dict[str, float] | None = None
+    n_evidence_iter: int = 0
+    path: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def check_strength(value: Any, name: str, *, allow_none: bool) -> float | str | None:
+    """A penalty strength parameter: a float >= 0, ``"auto"`` (or ``None`` if allowed)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{name} must be a non-negative float or 'auto'; got {value!r}")
+        return value
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return check_nonnegative_float(value, name)
+    raise ValueError(f"{name} must be a non-negative float or 'auto'; got {value!r}")
+
+
+def fit_temperature_scale(
+    x: Array, y: NDArray[np.intp], sample_weight: Array | None = None, *,
+    max_iter: int = 100, tol: float = 1e-8,
+) -> float:
+    """The inverse temperature ``s = 1/T`` of the unpenalised temperature fit.
+
+    ``ln T`` is kept in ``[-4, 4]`` (:data:`SCALE_BOUNDS`), the default of
+    :class:`~bayescal.TemperatureScaler`, which this reproduces exactly.
+    """
+    res = fit_multinomial(x, y, structure="scalar", bounds=SCALE_BOUNDS,
+                          sample_weight=sample_weight, max_iter=max_iter, tol=tol, warn=False)
+    return float(res.theta[0])
+
+
+def structured_penalty(k: int, strengths: dict[str, float], n: float,
+                       scale: float) -> QuadraticPenalty:
+    """:func:`~bayescal.optimize.make_penalty` of ``kind="structured"`` from a dict."""
+    return make_penalty(k, "structured", strengths["reg_lambda"], strengths["reg_mu"],
+                        reg_diag=strengths["reg_diag"], n_samples=n, scale=scale)
+
+
+def _group_masks(structure: str, k: int) -> dict[str, NDArray[np.bool_]]:
+    """Which packed parameters (``optimize`` packing) belong to each group."""
+    eye = np.eye(k, dtype=bool)
+    if structure == "full":
+        z = np.zeros(k, dtype=bool)
+        return {"reg_lambda": np.concatenate([(~eye).ravel(), z]),
+                "reg_diag": np.concatenate([eye.ravel(), z]),
+                "reg_mu": np.concatenate([np.zeros(k * k, dtype=bool), ~z])}
+    if structure == "diagonal":
+        return {"reg_diag": np.repeat([True, False], k), "reg_mu": np.repeat([False, True], k)}
+    raise ValueError(f"structure must be 'full' or 'diagonal'; got {structure!r}")
+
+
+def _posterior_variances(prob: Any, theta: Array, n: float) -> tuple[Array, float]:
+    """``diag(H^-1)`` and ``ln det H`` of ``n L`` at ``theta``.
+
+    Exact while the Hessian is dense-sized (:data:`~bayescal.optimize.DENSE_MAX_PARAMS`);
+    beyond, for a full ``W``, from the per-class diagonal blocks (as
+    :func:`~bayescal.optimize.log_evidence`).
+    """
+    st = prob.state(theta)
+    if prob.m <= DENSE_MAX_PARAMS or prob.structure != "full":
+        c = scipy.linalg.cho_factor(n * prob.hess_dense(st), check_finite=False)
+        var = np.diag(scipy.linalg.cho_solve(c, np.eye(prob.m), check_finite=False)).copy()
+        return var, float(2.0 * np.sum(np.log(np.diag(c[0]))))
+    k = prob.k
+    out = np.empty((k, k + 1))
+    logdet = 0.0
+    for a, B in enumerate(prob.diagonal_blocks(st)):
+        c = scipy.linalg.cho_factor(n * B, check_finite=False)
+        out[a] = np.diag(scipy.linalg.cho_solve(c, np.eye(k + 1), check_finite=False))
+        logdet += float(2.0 * np.sum(np.log(np.diag(c[0]))))
+    return np.concatenate([out[:, :k].ravel(), out[:, k]]), logdet
+
+
+def _evidence_strengths(
+    x: Array, y: NDArray[np.intp], sw: Array, structure: str, scale: float,
+    owner: dict[str, str], start: dict[str, float], free: list[str],
+    init: Any, max_iter: int, tol: float,
+) -> tuple[dict[str, float], FitResult, int]:
+    """MacKay's fixed point over the ``free`` owner groups (module docstring, step 1).
+
+    ``owner[g]`` is the group whose strength ``g`` uses (itself, or the one it
+    is tied to); ``start`` holds every owner's starting (or fixed) strength.
+    """
+    k = x.shape[1]
+    n = float(sw.sum())
+    masks = _group_masks(structure, k)
+    joint = {o: np.any([masks[g] for g in masks if owner[g] == o], axis=0) for o in free}
+    lo, hi = STRENGTH_BOUNDS
+    cur = dict(start)
+
+    def fit_at(values: dict[str, float], init: Any) -> tuple[FitResult, QuadraticPenalty]:
+        st = {g: values[owner[g]] if g in masks else 0.0 for g in _GROUPS}
+        pen = structured_penalty(k, st, n, scale)
+        return fit_multinomial(x, y, structure=structure, penalty=pen, init=init,
+                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False), pen
+
+    n_iter = 0
+    previous = -np.inf
+    for n_iter in range(1, EVIDENCE_MAX_ITER + 1):  # noqa: B007 -- reported
+        fit, pen = fit_at(cur, init)
+        init = fit
+        prob = _make_problem(x, y, structure, pen, sw)
+        D = n * prob.pen_diag
+        var, logdet = _posterior_variances(prob, fit.theta, n)
+        evidence = -n * fit.loss + 0.5 * float(np.sum(np.log(D))) - 0.5 * logdet
+        if evidence - previous <= EVIDENCE_ATOL:
+            break  # on a ridge of the evidence the strengths no longer matter
+        previous = evidence
+        dev2 = (fit.theta - prob.pen_center) ** 2
+        moved = 0.0
+        for o, m in joint.items():
+            gamma = max(float(np.sum(1.0 - D[m] * var[m])), 0.0)
+            fitted = float(np.sum(D[m] * dev2[m]))
+            upd = float(np.clip(cur[o] * gamma / fitted, lo, hi)) if fitted > 0 else hi
+            moved = max(moved, abs(np.log(upd / cur[o])))
+            cur[o] = upd
+        if moved <= np.log1p(EVIDENCE_RTOL):
+            break
+    fit, _ = fit_at(cur, init)
+    return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter
+
+
+def cv_splits(cv: Any, y: NDArray[np.intp]) -> list[tuple[Any, Any]]:
+    """Folds for the internal cross-validation of a calibrator.
+
+    An int ``cv`` means :class:`~sklearn.model_selection.StratifiedKFold`
+    (unshuffled, as scikit-learn's default; classes with fewer than ``cv``
+    samples are spread over as many folds as they have samples), or
+    :class:`KFold` when every class has fewer than ``cv`` samples; anything else goes through
+    :func:`sklearn.model_selection.check_cv`.
+
+    Raises
+    ------
+    ValueError
+        If there are fewer samples than folds.
+    """
+    n = len(y)
+    if isinstance(cv, Integral) and not isinstance(cv, bool):
+        if cv > n:
+            raise ValueError(f"cv={cv} folds need at least {cv} samples; got n_samples={n}")
+        if np.bincount(y).max() < cv:  # too few in every class to stratify
+            return list(KFold(cv).split(np.zeros((n, 1)), y))
+        splitter = StratifiedKFold(cv)
+    else:
+        splitter = check_cv(cv, y, classifier=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The least populated class",
+                                category=UserWarning)
+        return list(splitter.split(np.zeros((n, 1)), y))
+
+
+def _path_check(
+    x: Array, y: NDArray[np.intp], sw: Array, structure: str, strengths: dict[str, float],
+    splits: list[tuple[Any, Any]], max_iter: int, tol: float,
+) -> dict[str, Any]:
+    """Held-out losses along ``strengths x PATH_MULTIPLIERS`` (module docstring, step 2)."""
+    k = x.shape[1]
+    mults = PATH_MULTIPLIERS
+    loss = np.full((len(mults), len(y)), np.nan)
+    for tr, te in splits:
+        s = fit_temperature_scale(x[tr], y[tr], sw[tr])
+        init: Any = (s * np.eye(k), np.zeros(k))
+        for i, m in enumerate(mults):
+            if np.isinf(m):
+                W, b = init
+            else:
+                pen = structured_penalty(k, {g: v * m for g, v in strengths.items()},
+                                         float(sw[tr].sum()), s)
+                res = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, init=init,
+                                      sample_weight=sw[tr], max_iter=max_iter, tol=tol,
+                                      warn=False)
+                init = res
+                W, b = res.W, res.b
+            z = x[te] @ W.T + b
+            z -= z.max(axis=1, keepdims=True)
+            loss[i, te] = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(te)), y[te]]
+    used = ~np.isnan(loss[0])
+    loss, w = loss[:, used], sw[used]
+    wsum = float(w.sum())
+    mean = loss @ w / wsum
+    best = int(np.argmin(mean))
+    d = loss - loss[best]
+    dbar = d @ w / wsum
+    se = np.sqrt(np.maximum(((d - dbar[:, None]) ** 2) @ w / wsum, 0.0) / max(wsum - 1.0, 1.0))
+    index = next(i for i in range(len(mults)) if mean[i] - mean[best] <= se[i])
+    return {"multiplier": np.array(mults), "mean_test_log_loss": mean, "se_vs_best": se,
+            "index": index}
+
+
+def fit_structured(
+    x: Array,
+    y: NDArray[np.intp],
+    *,
+    structure: str = "full",
+    reg_lambda: float | str = "auto",
+    reg_diag: float | str | None = None,
+    reg_mu: float | str | None = None,
+    sample_weight: Array | None = None,
+    cv: Any = 5,
+    max_iter: int = 100,
+    tol: float = 1e-8,
+    init: Any = None,
+) -> StructuredFit:
+    """Fit the structured map, choosing the "auto" strengths (module docstring).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_samples, k)
+        Features (validated by the caller).
+    y : ndarray of shape (n_samples,)
+        Integer labels ``0 .. k-1``.
+    structure : {"full", "diagonal"}, default="full"
+        Full ``W`` (Dirichlet calibration, matrix scaling) or diagonal (vector
+        scaling, which has no off-diagonal: ``reg_lambda`` is unused).
+    reg_lambda, reg_diag, reg_mu : float, "auto" or None
+        Strength of each group (non-negative floats, validated by the
+        caller). ``None`` ties a group to the lead group's strength, so that
+        they are one strength (chosen together when "auto"): the lead is
+        ``reg_lambda`` for the full structure, ``reg_diag`` for the diagonal
+        one (where ``reg_diag=None`` means "auto").
+    sample_weight : ndarray of shape (n_samples,), optional
+        Weights as counts (the evidence uses their sum as ``n``).
+    cv : int, splitter or None, default=5
+        Folds of the one-standard-error check, which runs only when every
+        strength is "auto" (the strong end of its path is then temperature
+        scaling); ``None`` skips it.
+    max_iter, tol
+        Newton settings of every fit.
+    init : FitResult, (W, b) or None
+        Start of the first fit (default: temperature scaling).
+
+    Returns
+    -------
+    StructuredFit
+    """
+    k = x.shape[1]
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    n = float(sw.sum())
+    s = fit_temperature_scale(x, y, sw)
+    masks = _group_masks(structure, k)
+    lead = "reg_lambda" if structure == "full" else "reg_diag"
+    given = {"reg_lambda": reg_lambda, "reg_diag": reg_diag, "reg_mu": reg_mu}
+    if structure == "diagonal" and reg_diag is None:
+        given["reg_diag"] = "auto"
+    owner = {g: (lead if given[g] is None else g) for g in masks}
+    owners = sorted(set(owner.values()), key=_GROUPS.index)
+    free = [o for o in owners if given[o] == "auto"]
+    start = {o: 1.0 if given[o] == "auto" else float(given[o]) for o in owners}
+    first = init if init is not None else (s * np.eye(k), np.zeros(k))
+    if not free:
+        strengths = {g: start[owner[g]] if g in masks else 0.0 for g in _GROUPS}
+        fit = fit_multinomial(x, y, structure=structure,
+                              penalty=structured_penalty(k, strengths, n, s), init=first,
+                              sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
+        return StructuredFit(fit, s, strengths)
+    ev, fit, n_ev = _evidence_strengths(x, y, sw, structure, s, owner, start, free, first,
+                                        max_iter, tol)
+    if cv is None or len(free) < len(owners):
+        return StructuredFit(fit, s, ev, ev, n_ev)
+    path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, tol)
+    m = float(path["multiplier"][path["index"]])
+    strengths = ev
+    if np.isinf(m):
+        strengths = {g: np.inf if g in masks else 0.0 for g in _GROUPS}
+        fit = temperature_result(x, y, sw, structure, s)
+    elif m != 1.0:
+        strengths = {g: v * m for g, v in ev.items()}
+        fit = fit_multinomial(x, y, structure=structure,
+                              penalty=structured_penalty(k, strengths, n, s), init=fit,
+                              sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
+    return StructuredFit(fit, s, strengths, ev, n_ev, path)
+
+
+def temperature_result(x: Array, y: NDArray[np.intp], sw: Array, structure: str,
+                        s: float) -> FitResult:
+    """Temperature scaling ``W = s I, b = 0`` as a :class:`FitResult` of ``structure``."""
+    k = x.shape[1]
+    W, b = s * np.eye(k), np.zeros(k)
+    theta = np.concatenate([W.ravel() if structure == "full" else np.diag(W), b])
+    loss = _make_problem(x, y, structure, None, sw).state(theta).loss
+    return FitResult(W, b, loss, 0.0, 0, True,
+                     "temperature scaling: the strong end of the structured path", theta,
+                     structure)
