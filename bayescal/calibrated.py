@@ -37,11 +37,12 @@ class CalibratedClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     estimator : classifier, default=None
         The classifier to calibrate; ``None`` means
         ``LogisticRegression()``.
-    method : str, default="dirichlet-odir"
-        Registry name of the calibrator: ``"dirichlet-odir"``,
-        ``"dirichlet-l2"``, ``"generative"``, ``"bayes"``,
-        ``"bayes-generative"``, ``"temperature"``, ``"vector"`` or
-        ``"matrix"``.
+    method : str, default="dirichlet"
+        Registry name of the calibrator (:data:`bayescal.calibrators.registry.METHODS`):
+        ``"dirichlet"`` (the structured penalty centred on temperature
+        scaling, recommended), ``"dirichlet-odir"``, ``"dirichlet-l2"``,
+        ``"generative"``, ``"bayes"``, ``"bayes-generative"``,
+        ``"temperature"``, ``"vector"`` or ``"matrix"``.
     cv : int, cross-validation splitter, iterable or "prefit", default=5
         How held-out scores are produced. With an int or splitter
         (stratified ``StratifiedKFold(cv)`` for an int), a clone of
@@ -103,7 +104,7 @@ class CalibratedClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self,
         estimator: Any = None,
         *,
-        method: str = "dirichlet-odir",
+        method: str = "dirichlet",
         cv: Any = 5,
         calibrator_params: dict[str, Any] | None = None,
     ) -> None:

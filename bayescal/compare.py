@@ -71,7 +71,7 @@ def default_estimators(methods: Iterable[str] = DEFAULT_METHODS) -> dict[str, An
     for name in methods:
         check_option(name, "method", ("generative", "generative_prior", "odir", "l2", "none"))
         if name == "generative":
-            out[name] = GenerativeDirichletCalibrator()
+            out[name] = GenerativeDirichletCalibrator(prior=None)
         elif name == "generative_prior":
             out[name] = GenerativeDirichletCalibrator(prior=1.0)
         else:

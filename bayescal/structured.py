@@ -78,10 +78,12 @@ __all__ = [
     "PATH_MULTIPLIERS",
     "STRENGTH_BOUNDS",
     "StructuredFit",
+    "check_cv_param",
     "check_strength",
     "cv_splits",
     "fit_structured",
     "fit_temperature_scale",
+    "one_standard_error",
     "structured_penalty",
     "temperature_result",
 ]
@@ -254,6 +256,16 @@ def _evidence_strengths(
     return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter
 
 
+def check_cv_param(cv: Any, *, allow_none: bool = False) -> Any:
+    """Validate a ``cv`` parameter: an int >= 2 or a splitter (or None if allowed)."""
+    if cv is None and allow_none:
+        return cv
+    if cv is None or isinstance(cv, bool | str) or (isinstance(cv, Integral) and cv < 2):
+        none = "None, " if allow_none else ""
+        raise ValueError(f"cv must be {none}an integer >= 2 or a CV splitter; got {cv!r}")
+    return cv
+
+
 def cv_splits(cv: Any, y: NDArray[np.intp]) -> list[tuple[Any, Any]]:
     """Folds for the internal cross-validation of a calibrator.
 
@@ -309,16 +321,41 @@ def _path_check(
             z -= z.max(axis=1, keepdims=True)
             loss[i, te] = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(te)), y[te]]
     used = ~np.isnan(loss[0])
-    loss, w = loss[:, used], sw[used]
+    index, info = one_standard_error(loss[:, used], sw[used])
+    return {"multiplier": np.array(mults), **info}
+
+
+def one_standard_error(loss: Array, sample_weight: Array | None = None
+                       ) -> tuple[int, dict[str, Any]]:
+    """The one-standard-error rule on per-sample held-out losses.
+
+    Parameters
+    ----------
+    loss : ndarray of shape (n_candidates, n_samples)
+        Held-out loss of every sample under each candidate, candidates ordered
+        from the strongest (simplest) to the weakest.
+    sample_weight : ndarray of shape (n_samples,), optional
+        Weights as counts.
+
+    Returns
+    -------
+    index : int
+        The first (strongest) candidate whose mean loss exceeds the best mean
+        by at most the standard error of the paired per-sample differences
+        to the best.
+    info : dict
+        ``mean_test_log_loss``, ``se_vs_best`` (arrays over the candidates)
+        and ``index``.
+    """
+    w = np.ones(loss.shape[1]) if sample_weight is None else sample_weight
     wsum = float(w.sum())
     mean = loss @ w / wsum
     best = int(np.argmin(mean))
     d = loss - loss[best]
     dbar = d @ w / wsum
     se = np.sqrt(np.maximum(((d - dbar[:, None]) ** 2) @ w / wsum, 0.0) / max(wsum - 1.0, 1.0))
-    index = next(i for i in range(len(mults)) if mean[i] - mean[best] <= se[i])
-    return {"multiplier": np.array(mults), "mean_test_log_loss": mean, "se_vs_best": se,
-            "index": index}
+    index = next(i for i in range(len(mean)) if mean[i] - mean[best] <= se[i])
+    return index, {"mean_test_log_loss": mean, "se_vs_best": se, "index": index}
 
 
 def fit_structured(

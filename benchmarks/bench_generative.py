@@ -4,7 +4,7 @@ Compares, on the same data and in the same run (median of ``--reps``):
 
 * ``log``: one pass ``np.log(q)`` over the scores (the yardstick of the target:
   the whole fit should cost at most 3x this at n = 1e6, k = 100);
-* ``fit``: ``GenerativeDirichletCalibrator().fit(q, y)`` (validation, chunked
+* ``fit``: ``GenerativeDirichletCalibrator(prior=None).fit(q, y)`` (validation, chunked
   features, statistics, the k Newton solves);
 * ``newton``: the k Newton solves alone from the statistics;
 * ``scipy``: ``scipy.optimize.minimize`` (L-BFGS-B on log alpha, analytic
@@ -100,7 +100,8 @@ def main() -> None:
     for n in args.ns:
         q, y = make_data(n, k)
         t_log = timed(lambda q=q: np.log(q), args.reps)
-        t_fit = timed(lambda q=q, y=y: GenerativeDirichletCalibrator().fit(q, y), args.reps)
+        t_fit = timed(lambda q=q, y=y: GenerativeDirichletCalibrator(prior=None).fit(q, y),
+                      args.reps)
         stats = sufficient_statistics(q, y)
         t_newton = timed(lambda stats=stats: fit_dirgen(stats), args.reps)
         alpha, _, fits = fit_dirgen(stats)

@@ -63,6 +63,8 @@ DNN_SMALL = 500
 MEASURES = ("log_loss", "brier", "cw_ece")
 #: Margin for "worse than uncalibrated".
 WORSE_MARGIN = 0.01
+#: Floor on the denominators of the ratios (scores of perfect cases are ~0).
+RATIO_FLOOR = 1e-3
 
 
 # ---------------------------------------------------------------------------
@@ -207,6 +209,9 @@ class _PassThrough:
 
             def predict_proba(self, X: Any) -> Any:
                 return np.asarray(X)
+
+            def predict(self, X: Any) -> Any:
+                return np.argmax(np.asarray(X), axis=1)
 
             def decision_function(self, X: Any) -> Any:
                 return _log_features(np.asarray(X))
@@ -370,7 +375,8 @@ def summarise(rows: list[dict[str, Any]], measure: str, suite: str,
         by_case.setdefault(r["case"], {})[r["method"]] = r
     names = sorted({r["method"] for r in rows}) if methods is None else list(methods)
     # a method that failed on a case is scored as uncalibrated there (and counted)
-    cases = [c for c, m in by_case.items() if "uncalibrated" in m and "error" not in m["uncalibrated"]]
+    cases = [c for c, m in by_case.items()
+             if "uncalibrated" in m and "error" not in m["uncalibrated"]]
     if not cases:
         return []
     from scipy.stats import rankdata
@@ -402,16 +408,17 @@ def summarise(rows: list[dict[str, Any]], measure: str, suite: str,
     unc = val[:, names.index("uncalibrated")]
     ranks = np.apply_along_axis(rankdata, 1, val)
     best = val.min(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(best > 0, val / best[:, None], 1.0)
-        vs_unc = np.where(unc[:, None] > 0, val / unc[:, None], 1.0)
+    # ratios: denominators floored at RATIO_FLOOR (a case whose best score is ~0 says little)
+    rel = val / np.maximum(best, RATIO_FLOOR)[:, None]
+    vs_unc = val / np.maximum(unc, RATIO_FLOOR)[:, None]
+    worse = val > unc[:, None] * (1 + WORSE_MARGIN) + 1e-12
     out = []
     for j, n in enumerate(names):
         out.append({
             "method": n,
             "mean_rank": float(ranks[:, j].mean()),
             "mean_rel_best": float(rel[:, j].mean()),
-            "worse_than_uncal": int((vs_unc[:, j] > 1 + WORSE_MARGIN).sum()),
+            "worse_than_uncal": int(worse[:, j].sum()),
             "worst_vs_uncal": float(vs_unc[:, j].max()),
             "median_fit_time": float(np.median(times[n])) if times[n] else float("nan"),
             "failed": int(failed[j]),

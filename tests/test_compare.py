@@ -22,7 +22,7 @@ def test_mixture_map_is_bayes_rule(rng):
     q, y = sample_mixture(20000, 3, rng=1)
     mu = mixture_map(q, 3)
     np.testing.assert_allclose(mu.sum(axis=1), 1.0)
-    fitted = GenerativeDirichletCalibrator().fit(q[:10000], y[:10000])
+    fitted = GenerativeDirichletCalibrator(prior=None).fit(q[:10000], y[:10000])
     assert log_loss(y[10000:], mu[10000:]) < log_loss(y[10000:], fitted.predict_proba(q[10000:]))
 
 
@@ -54,7 +54,7 @@ def test_misspecified_generative_fit_stays_away_from_the_true_map():
 
 def test_failed_fits_are_recorded_not_hidden():
     rows = compare_synthetic(
-        (3,), k=3, repeats=1, n_test=100, methods={"ml": GenerativeDirichletCalibrator()}
+        (3,), k=3, repeats=1, n_test=100, methods={"ml": GenerativeDirichletCalibrator(prior=None)}
     )
     ml = next(r for r in rows if r["method"] == "ml")
     assert np.isnan(ml["log_loss"]) and "sample" in ml["error"]
@@ -122,7 +122,7 @@ def test_real_network_generative_worse_than_uncalibrated(shared_data):
         files=["netcal_cifar10_wideresnet16-4.npz"],
         # fixed strengths (no CV) keep the test fast
         methods={
-            "generative": GenerativeDirichletCalibrator(),
+            "generative": GenerativeDirichletCalibrator(prior=None),
             "odir": DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2),
         },
     )

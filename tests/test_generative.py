@@ -22,14 +22,14 @@ def data():
 @pytest.fixture(scope="module")
 def fitted(data):
     q, y, _, _ = data
-    return GenerativeDirichletCalibrator().fit(q, y)
+    return GenerativeDirichletCalibrator(prior=None).fit(q, y)
 
 
 def test_recovers_alpha_and_pi(data):
     """k = 5 and about 20000 samples per class."""
     q, y, alpha, pi = data
     assert np.bincount(y).min() > 19_000
-    cal = GenerativeDirichletCalibrator(eps=TINY).fit(q, y)
+    cal = GenerativeDirichletCalibrator(prior=None, eps=TINY).fit(q, y)
     assert cal.converged_ and 1 <= cal.n_iter_ <= 20
     np.testing.assert_allclose(cal.alpha_, alpha, rtol=0.05)
     np.testing.assert_allclose(cal.pi_, pi, atol=0.01)
@@ -53,7 +53,7 @@ def test_three_forms_give_the_same_map(data, fitted):
 
 def test_partial_fit_over_chunks_equals_fit(data, fitted):
     q, y, _, _ = data
-    cal = GenerativeDirichletCalibrator()
+    cal = GenerativeDirichletCalibrator(prior=None)
     for start in range(0, len(y), 17_000):
         cal.partial_fit(q[start : start + 17_000], y[start : start + 17_000])
     np.testing.assert_array_equal(cal.class_count_, fitted.class_count_)
@@ -68,7 +68,7 @@ def test_partial_fit_keeps_statistics_through_a_degenerate_chunk(data, fitted):
     q, y, _, _ = data
     first = np.flatnonzero(y == 0)[:1].tolist() + np.flatnonzero(y != 0)[:50].tolist()
     rest = np.setdiff1d(np.arange(len(y)), first)
-    cal = GenerativeDirichletCalibrator()
+    cal = GenerativeDirichletCalibrator(prior=None)
     with pytest.raises(ValueError, match=r"class 0 has 1 sample\(s\)"):
         cal.partial_fit(q[first], y[first])
     assert cal.class_count_.sum() == 51
@@ -85,7 +85,7 @@ def test_partial_fit_keeps_statistics_through_a_degenerate_chunk(data, fitted):
 def test_logits_and_probabilities_give_the_same_fit(data, fitted, rng):
     q, y, _, _ = data
     z = np.log(np.maximum(q, TINY)) + rng.normal(0.0, 3.0, size=(len(q), 1))
-    cal = GenerativeDirichletCalibrator(input="logits").fit(z, y)
+    cal = GenerativeDirichletCalibrator(prior=None, input="logits").fit(z, y)
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-9)
     np.testing.assert_allclose(cal.predict_proba(z[:500]), fitted.predict_proba(q[:500]), atol=1e-9)
 
@@ -94,7 +94,7 @@ def test_class_permutation_permutes_the_fit(data, fitted):
     q, y, _, _ = data
     perm = np.array([3, 0, 4, 1, 2])  # new column c holds old class perm[c]
     inv = np.argsort(perm)
-    cal = GenerativeDirichletCalibrator().fit(q[:, perm], inv[y])
+    cal = GenerativeDirichletCalibrator(prior=None).fit(q[:, perm], inv[y])
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_[np.ix_(perm, perm)], rtol=1e-10)
     np.testing.assert_allclose(
         cal.predict_proba(q[:300, perm]), fitted.predict_proba(q[:300])[:, perm], atol=1e-12
@@ -107,20 +107,21 @@ def test_dask_fit_equals_numpy_fit(data, fitted):
     da = pytest.importorskip("dask.array", reason="dask is an optional dependency")
     q, y, _, _ = data
     qd = da.from_array(q, chunks=(13_000, 5))
-    cal = GenerativeDirichletCalibrator().fit(qd, da.from_array(y, chunks=9_000))
+    cal = GenerativeDirichletCalibrator(prior=None).fit(qd, da.from_array(y, chunks=9_000))
     np.testing.assert_array_equal(cal.class_count_, fitted.class_count_)
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
-    cal = GenerativeDirichletCalibrator().fit(qd, y)  # numpy labels with dask scores
+    cal = GenerativeDirichletCalibrator(prior=None).fit(qd, y)  # numpy labels with dask scores
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
-    streamed = GenerativeDirichletCalibrator()
+    streamed = GenerativeDirichletCalibrator(prior=None)
     streamed.partial_fit(qd[:40_000], y[:40_000]).partial_fit(qd[40_000:], y[40_000:])
     np.testing.assert_allclose(streamed.alpha_, fitted.alpha_, rtol=1e-10)
     bad = q[:30_000].copy()
     bad[20_000, 0] = np.nan
     with pytest.raises(ValueError, match=r"in rows 13000..25999 of the dask array: .*NaN"):
-        GenerativeDirichletCalibrator().fit(da.from_array(bad, chunks=(13_000, 5)), y[:30_000])
+        GenerativeDirichletCalibrator(prior=None).fit(da.from_array(bad, chunks=(13_000, 5)),
+                                                      y[:30_000])
     with pytest.raises(ValueError, match=r"y must be 1-D with one label per score row"):
-        GenerativeDirichletCalibrator().fit(qd, y[:10])
+        GenerativeDirichletCalibrator(prior=None).fit(qd, y[:10])
 
 
 def _degenerate_cases():
@@ -146,7 +147,7 @@ def _degenerate_cases():
 
 @pytest.mark.parametrize(("case", "q", "y", "match"), _degenerate_cases())
 def test_degenerate_classes_raise_or_use_the_prior(case, q, y, match):
-    cal = GenerativeDirichletCalibrator()
+    cal = GenerativeDirichletCalibrator(prior=None)
     with pytest.raises(ValueError, match=match):
         cal.fit(q, y)
     assert not hasattr(cal, "coef_")  # nothing half-fitted
@@ -167,7 +168,7 @@ def test_prior_shrinks_toward_the_identity_map(rng):
 def test_convergence_warning_names_the_setting(data):
     q, y, _, _ = data
     with pytest.warns(ConvergenceWarning, match=r"increase max_iter \(now 1\)"):
-        cal = GenerativeDirichletCalibrator(max_iter=1).fit(q[:3000], y[:3000])
+        cal = GenerativeDirichletCalibrator(prior=None, max_iter=1).fit(q[:3000], y[:3000])
     assert not cal.converged_ and cal.n_iter_ == 1
 
 
@@ -179,6 +180,7 @@ def test_convergence_warning_names_the_setting(data):
         ({"max_iter": 0}, r"max_iter must be a positive integer; got 0"),
         ({"tol": -1.0}, r"tol must be a finite positive number; got -1.0"),
         ({"prior": "yes"}, r"prior must be None, a positive number"),
+        ({"prior": "auto", "cv": 1}, r"cv=1|cv must be"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -189,7 +191,7 @@ def test_bad_parameters(params, match):
 
 
 def test_bad_scores_and_labels():
-    cal = GenerativeDirichletCalibrator()
+    cal = GenerativeDirichletCalibrator(prior=None)
     with pytest.raises(ValueError, match=r"row 1 sums to 0.5"):
         cal.fit([[0.5, 0.5], [0.25, 0.25]], [0, 1])
     with pytest.raises(ValueError, match=r"y has 1 labels but the scores have 2 rows"):
@@ -211,7 +213,7 @@ def test_fit_on_real_network_outputs_is_the_mle(dnn_cifar10):
 
     d = dnn_cifar10
     val, test = d["idx_val"], d["idx_test"]
-    cal = GenerativeDirichletCalibrator().fit(d["probs"][val], d["y"][val])
+    cal = GenerativeDirichletCalibrator(prior=None).fit(d["probs"][val], d["y"][val])
     assert cal.converged_ and max(f.grad_norm for f in cal.fits_) < 1e-9
     q0 = d["probs"][val][d["y"][val] == 0]
     res = minimize(
@@ -246,6 +248,6 @@ def test_dask_fit_never_materialises_the_array(data, fitted, monkeypatch):
 
     monkeypatch.setattr(type(qd), "__array__", forbid)
     monkeypatch.setattr(type(qd), "compute", counting)
-    cal = GenerativeDirichletCalibrator().fit(qd, da.from_array(y, chunks=20_000))
+    cal = GenerativeDirichletCalibrator(prior=None).fit(qd, da.from_array(y, chunks=20_000))
     assert calls == [(5, 6)]
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)

@@ -32,6 +32,8 @@ def _penalties(k: int) -> dict[str, QuadraticPenalty | None]:
         "odir": make_penalty(k, "odir", 0.7, 0.3),
         "l2": make_penalty(k, "l2", 0.5),
         "l2-identity": make_penalty(k, "l2", 0.5, center="identity"),
+        "structured": make_penalty(k, "structured", 0.7, 0.3, reg_diag=0.5, n_samples=120,
+                                   scale=0.8),
         "none": None,
     }
 
@@ -131,7 +133,7 @@ def test_pack_rejects_wrong_structure():
 
 # -- derivatives ------------------------------------------------------------------
 @pytest.mark.parametrize("structure", STRUCTURES)
-@pytest.mark.parametrize("pen_name", ["odir", "l2", "l2-identity", "none"])
+@pytest.mark.parametrize("pen_name", ["odir", "l2", "l2-identity", "structured", "none"])
 def test_gradient_hessian_hvp_match_finite_differences(small, structure, pen_name, rng):
     x, y = small
     k = x.shape[1]
@@ -253,7 +255,7 @@ def test_unpenalised_full_fit_is_invariant_to_row_shifts(small):
     assert multinomial_log_loss(x, y, *shifted) == pytest.approx(res.loss, abs=1e-12)
 
 
-@pytest.mark.parametrize("pen_name", ["odir", "l2", "l2-identity", "none"])
+@pytest.mark.parametrize("pen_name", ["odir", "l2", "l2-identity", "structured", "none"])
 def test_relabelling_classes_permutes_the_fit_exactly(small, pen_name, rng):
     x, y = small
     k = x.shape[1]

@@ -10,7 +10,6 @@ logits (Guo et al. 2017; with ODIR this is the paper's MS-ODIR).
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from bayescal.optimize import (
 )
 from bayescal.structured import (
     StructuredFit,
+    check_cv_param,
     check_strength,
     cv_splits,
     fit_structured,
@@ -255,10 +255,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             raise ValueError(
                 f"reg_lambda is not used by reg='none'; got reg_lambda={self.reg_lambda!r}"
             )
-        if isinstance(self.cv, bool) or (
-            isinstance(self.cv, Integral) and self.cv < 2
-        ):
-            raise ValueError(f"cv must be an integer >= 2 or a CV splitter; got {self.cv!r}")
+        check_cv_param(self.cv)
         return reg, lam, mu, diag
 
     # -- fitting ----------------------------------------------------------

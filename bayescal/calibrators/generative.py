@@ -22,22 +22,41 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import EPS, check_nonnegative_float, check_positive_int
+from bayescal._validation import (
+    EPS,
+    check_labels,
+    check_nonnegative_float,
+    check_positive_int,
+    check_scores,
+)
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
+    DirichletPrior,
     SufficientStatistics,
     as_prior,
     fit_dirgen,
     sufficient_statistics,
 )
-from bayescal.maps import dirgen_to_dirlin
+from bayescal.maps import dirgen_to_dirlin, log_features
+from bayescal.structured import (
+    check_cv_param,
+    cv_splits,
+    fit_temperature_scale,
+    one_standard_error,
+)
 
-__all__ = ["GenerativeDirichletCalibrator"]
+__all__ = ["AUTO_STRENGTHS", "GenerativeDirichletCalibrator"]
 
-_PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_")
+_PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_",
+                "prior_", "cv_results_")
+
+#: Prior strengths (pseudo-samples per class) searched by ``prior="auto"``,
+#: besides ``inf`` (temperature scaling).
+AUTO_STRENGTHS: tuple[float, ...] = (1e4, 1e3, 1e2, 1e1, 1.0)
 
 
 class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
@@ -52,7 +71,16 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
 
     Parameters
     ----------
-    prior : None, float or DirichletPrior, default=None
+    prior : "auto", None, float or DirichletPrior, default="auto"
+        ``"auto"``: the MAP under ``DirichletPrior(strength=nu, center=beta)``
+        with the centre :math:`\beta_j = \mathbf 1 + e_j / T`, the DirGen
+        model whose calibration map is temperature scaling (``T`` fitted on
+        the same scores), and ``nu`` chosen from :data:`AUTO_STRENGTHS` (or
+        ``inf``, temperature scaling itself) by ``cv``-fold cross-validation
+        of the held-out log-loss with the one-standard-error rule towards the
+        strongest prior; always finite, exact zeros included (the paper's
+        maximum-likelihood fit is ``prior=None``). In-memory scores only:
+        :meth:`partial_fit` and Dask arrays need a fixed prior.
         ``None``: plain maximum likelihood; classes without a finite MLE raise
         :class:`ValueError` (fewer than two samples, no samples at all,
         identical samples, or a column at the floor ``eps`` for every sample
@@ -73,6 +101,8 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     tol : float, default=1e-10
         Convergence: largest absolute gradient entry of each class's mean
         log-likelihood.
+    cv : int or cross-validation splitter, default=5
+        Folds of ``prior="auto"``.
 
     Attributes
     ----------
@@ -97,6 +127,13 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     classes_ : ndarray of shape (k,)
         ``0 .. k-1`` (column ``j`` of the scores is class ``j``).
     n_features_in_ : int
+    prior_ : DirichletPrior or None
+        The prior used (``prior="auto"``: its chosen strength, ``inf`` when
+        temperature scaling won; then ``alpha_`` is the centre and ``pi_``
+        uniform, the limit of an infinitely strong prior).
+    cv_results_ : dict or None
+        ``prior="auto"``: ``strength`` and ``mean_test_log_loss`` arrays,
+        ``se_vs_best`` and the chosen ``index``.
 
     See Also
     --------
@@ -132,7 +169,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     --------
     >>> from bayescal import make_dirgen
     >>> q, y, alpha, pi = make_dirgen(5000, 3, rng=0)
-    >>> cal = GenerativeDirichletCalibrator().fit(q, y)
+    >>> cal = GenerativeDirichletCalibrator(prior=None).fit(q, y)  # maximum likelihood
     >>> cal.alpha_.shape, bool(cal.converged_)
     ((3, 3), True)
     >>> cal.predict_proba(q[:2]).sum(axis=1).round(12)
@@ -144,31 +181,45 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     def __init__(
         self,
         *,
-        prior: Any = None,
+        prior: Any = "auto",
         input: str = "probs",
         eps: float = EPS,
         max_iter: int = 100,
         tol: float = 1e-10,
+        cv: Any = 5,
     ) -> None:
         self.prior = prior
         self.input = input
         self.eps = eps
         self.max_iter = max_iter
         self.tol = tol
+        self.cv = cv
 
     # -- statistics -------------------------------------------------------
     def _check_params(self) -> None:
         check_input_params(self)
-        as_prior(self.prior)
+        if not (isinstance(self.prior, str) and self.prior == "auto"):
+            as_prior(self.prior)
+        check_cv_param(self.cv)
         check_positive_int(self.max_iter, "max_iter")
         check_nonnegative_float(self.tol, "tol", strict=True)
+
+    def _auto(self) -> bool:
+        return isinstance(self.prior, str) and self.prior == "auto"
 
     def _statistics(self, scores: Any, y: Any) -> SufficientStatistics:
         return sufficient_statistics(scores, y, kind=self.input, eps=self.eps)
 
-    def _solve(self, stats: SufficientStatistics) -> dict[str, Any]:
+    def _solve(self, stats: SufficientStatistics, prior: Any = None) -> dict[str, Any]:
+        prior = self.prior if prior is None else prior
+        if isinstance(prior, DirichletPrior) and np.isinf(prior.strength):
+            k = stats.n_classes
+            alpha, pi = prior.concentration(k), np.full(k, 1.0 / k)
+            W, b = dirgen_to_dirlin(alpha, pi)
+            return {"alpha_": alpha, "pi_": pi, "coef_": W, "intercept_": b, "n_iter_": 0,
+                    "converged_": True, "fits_": [], "prior_": prior}
         alpha, pi, fits = fit_dirgen(
-            stats, prior=self.prior, eps=self.eps, max_iter=self.max_iter, tol=self.tol
+            stats, prior=prior, eps=self.eps, max_iter=self.max_iter, tol=self.tol
         )
         W, b = dirgen_to_dirlin(alpha, pi)
         converged = all(f.converged for f in fits)
@@ -189,7 +240,35 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             "n_iter_": max(f.n_iter for f in fits),
             "converged_": converged,
             "fits_": fits,
+            "prior_": as_prior(prior),
         }
+
+    def _auto_prior(self, scores: Any, y: Any) -> tuple[DirichletPrior, dict[str, Any]]:
+        """``prior="auto"``: the strength by cross-validation (class docstring)."""
+        if type(scores).__module__.startswith("dask") or type(y).__module__.startswith("dask"):
+            raise ValueError("prior='auto' needs in-memory scores (it cross-validates); pass a "
+                             "fixed prior (e.g. prior=10.0) to fit Dask arrays")
+        x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
+        n, k = x.shape
+        y = check_labels(y, n_samples=n, n_classes=k)
+        strengths = (np.inf, *AUTO_STRENGTHS)
+
+        def prior_at(nu: float, xs: Any, ys: Any) -> DirichletPrior:
+            s = fit_temperature_scale(xs, ys)
+            return DirichletPrior(strength=nu, center=np.ones((k, k)) + s * np.eye(k))
+
+        loss = np.zeros((len(strengths), n))
+        for tr, te in cv_splits(self.cv, y):
+            stats = SufficientStatistics.from_features(x[tr], y[tr])
+            for i, nu in enumerate(strengths):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    fit = self._solve(stats, prior_at(nu, x[tr], y[tr]))
+                z = x[te] @ fit["coef_"].T + fit["intercept_"]
+                loss[i, te] = logsumexp(z, axis=1) - z[np.arange(len(te)), y[te]]
+        index, info = one_standard_error(loss)
+        info["strength"] = np.array(strengths)
+        return prior_at(strengths[index], x, y), info
 
     # -- fitting ------------------------------------------------------------
     def fit(self, scores: ArrayLike, y: ArrayLike) -> GenerativeDirichletCalibrator:
@@ -217,7 +296,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         """
         self._check_params()
         stats = self._statistics(scores, y)
-        params = self._solve(stats)  # raises before any state is written
+        prior, info = self._auto_prior(scores, y) if self._auto() else (None, None)
+        params = self._solve(stats, prior)  # raises before any state is written
+        params["cv_results_"] = info
         self._set_state(stats, params)
         return self
 
@@ -250,6 +331,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         self
         """
         self._check_params()
+        if self._auto():
+            raise ValueError("partial_fit needs a fixed prior (prior='auto' cross-validates "
+                             "on all the data at once); pass e.g. prior=10.0 or prior=None")
         first = not hasattr(self, "class_count_")
         shape = getattr(scores, "shape", None)
         if not first and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:

@@ -7,15 +7,22 @@ through this table, so a method added here is available everywhere.
 ==================== ====================================================
 name                 estimator
 ==================== ====================================================
+``dirichlet``        ``DirichletCalibrator()``: MAP, structured penalty
+                     centred on temperature scaling (the default)
 ``dirichlet-odir``   ``DirichletCalibrator(reg="odir")``, MAP, ODIR penalty
 ``dirichlet-l2``     ``DirichletCalibrator(reg="l2")``, MAP, L2 penalty
 ``generative``       ``GenerativeDirichletCalibrator``, DirGen by ML
 ``bayes``            ``BayesianDirichletCalibrator`` (PyMC, DirLin)
 ``bayes-generative`` ``BayesianGenerativeCalibrator`` (PyMC, DirGen)
 ``temperature``      ``TemperatureScaler`` (one parameter)
-``vector``           ``VectorScaler`` (diagonal W and b)
-``matrix``           ``MatrixScaler(reg="none")`` (full W and b, unpenalised)
+``vector``           ``VectorScaler()`` (diagonal W and b, penalised
+                     towards temperature scaling)
+``matrix``           ``MatrixScaler()`` (full W and b on logits, penalised
+                     towards temperature scaling)
 ==================== ====================================================
+
+The first entry, ``dirichlet``, is the recommended default (of
+:class:`~bayescal.CalibratedClassifier`, the command line and the demo).
 
 Estimator classes are imported only when a method is built, so the Bayesian
 ones (PyMC) cost nothing until they are used.
@@ -87,6 +94,9 @@ METHODS: MappingProxyType = MappingProxyType(
     {
         s.name: s
         for s in (
+            _spec("dirichlet", _CAL, "DirichletCalibrator",
+                  "Dirichlet calibration, MAP with the structured penalty centred on "
+                  "temperature scaling (recommended)", reg="structured"),
             _spec("dirichlet-odir", _CAL, "DirichletCalibrator",
                   "Dirichlet calibration, MAP with the ODIR penalty", reg="odir"),
             _spec("dirichlet-l2", _CAL, "DirichletCalibrator",
@@ -98,9 +108,11 @@ METHODS: MappingProxyType = MappingProxyType(
             _spec("bayes-generative", _BAYES, "BayesianGenerativeCalibrator",
                   "Bayesian Dirichlet calibration (generative form, PyMC)", bayesian=True),
             _spec("temperature", _CAL, "TemperatureScaler", "temperature scaling (one parameter)"),
-            _spec("vector", _CAL, "VectorScaler", "vector scaling (diagonal W and b)"),
-            _spec("matrix", _CAL, "MatrixScaler", "matrix scaling (full W and b, no penalty)",
-                  reg="none"),
+            _spec("vector", _CAL, "VectorScaler",
+                  "vector scaling (diagonal W and b), penalised towards temperature scaling"),
+            _spec("matrix", _CAL, "MatrixScaler",
+                  "matrix scaling (full W and b on logits), penalised towards temperature "
+                  "scaling"),
         )
     }
 )
@@ -121,7 +133,7 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
     Parameters
     ----------
     method : str
-        One of :data:`METHODS` (``"dirichlet-odir"``, ``"dirichlet-l2"``,
+        One of :data:`METHODS` (``"dirichlet"``, ``"dirichlet-odir"``, ``"dirichlet-l2"``,
         ``"generative"``, ``"bayes"``, ``"bayes-generative"``,
         ``"temperature"``, ``"vector"``, ``"matrix"``).
     input : {"probs", "logits"}, default="probs"
@@ -148,7 +160,7 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
     >>> make_calibrator("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown calibration method 'nope'; valid methods are: dirichlet-odir, ...
+    ValueError: unknown calibration method 'nope'; valid methods are: dirichlet, ...
     """
     spec = _get_spec(method)
     clash = sorted(set(params) & set(spec.fixed))

@@ -21,7 +21,6 @@ logits as given (it is not invariant to a per-row shift), so ``z`` and
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,7 @@ from bayescal._validation import (
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.optimize import FitResult, fit_multinomial
-from bayescal.structured import check_strength, fit_structured
+from bayescal.structured import check_cv_param, check_strength, fit_structured
 
 __all__ = ["TemperatureScaler", "VectorScaler"]
 
@@ -354,8 +353,7 @@ class VectorScaler(_LogitScaler):
         if reg == "none" and (diag not in (None, "auto") or mu not in (None, "auto")):
             raise ValueError(f"reg_diag and reg_mu are not used by reg='none'; got "
                              f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
-        if isinstance(self.cv, bool) or (isinstance(self.cv, Integral) and self.cv < 2):
-            raise ValueError(f"cv must be None, an integer >= 2 or a CV splitter; got {self.cv!r}")
+        check_cv_param(self.cv, allow_none=True)
         x = self._features(scores, reset=True)
         y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
         self.reg_diag_ = self.reg_mu_ = self.temperature_ = None
