@@ -71,6 +71,7 @@ from bayescal.optimize import (
     QuadraticPenalty,
     _make_problem,
     fit_multinomial,
+    log_evidence,
     make_penalty,
 )
 
@@ -128,6 +129,11 @@ class StructuredFit:
     path : dict or None
         The cross-validation check: ``multiplier``, ``mean_test_log_loss``,
         ``se_vs_best`` arrays and the chosen ``index``; ``None`` if not run.
+    features : int
+        Which feature matrix was used (0: ``x``; ``i``: ``alternatives[i-1]``).
+    log_evidence : float or None
+        Laplace log evidence at the evidence strengths (``None`` if no
+        strength was "auto").
     """
 
     fit: FitResult
@@ -136,6 +142,8 @@ class StructuredFit:
     evidence_strengths: dict[str, float] | None = None
     n_evidence_iter: int = 0
     path: dict[str, Any] | None = field(default=None, repr=False)
+    features: int = 0
+    log_evidence: float | None = None
 
 
 def check_strength(value: Any, name: str, *, allow_none: bool) -> float | str | None:
@@ -371,6 +379,7 @@ def fit_structured(
     max_iter: int = 100,
     tol: float = 1e-8,
     init: Any = None,
+    alternatives: tuple[Array, ...] = (),
 ) -> StructuredFit:
     """Fit the structured map, choosing the "auto" strengths (module docstring).
 
@@ -399,6 +408,12 @@ def fit_structured(
         Newton settings of every fit.
     init : FitResult, (W, b) or None
         Start of the first fit (default: temperature scaling).
+    alternatives : tuple of ndarray, optional
+        Other feature matrices for the same rows (e.g. the log-probabilities
+        under another floor): when some strength is "auto", each gets its own
+        temperature and evidence strengths, and the features with the largest
+        log evidence are kept (``StructuredFit.features``: 0 for ``x``, ``i``
+        for ``alternatives[i - 1]``).
 
     Returns
     -------
@@ -407,7 +422,6 @@ def fit_structured(
     k = x.shape[1]
     sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     n = float(sw.sum())
-    s = fit_temperature_scale(x, y, sw)
     masks = _group_masks(structure, k)
     lead = "reg_lambda" if structure == "full" else "reg_diag"
     given = {"reg_lambda": reg_lambda, "reg_diag": reg_diag, "reg_mu": reg_mu}
@@ -417,17 +431,27 @@ def fit_structured(
     owners = sorted(set(owner.values()), key=_GROUPS.index)
     free = [o for o in owners if given[o] == "auto"]
     start = {o: 1.0 if given[o] == "auto" else float(given[o]) for o in owners}
-    first = init if init is not None else (s * np.eye(k), np.zeros(k))
     if not free:
+        s = fit_temperature_scale(x, y, sw)
         strengths = {g: start[owner[g]] if g in masks else 0.0 for g in _GROUPS}
+        first = init if init is not None else (s * np.eye(k), np.zeros(k))
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=first,
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
         return StructuredFit(fit, s, strengths)
-    ev, fit, n_ev = _evidence_strengths(x, y, sw, structure, s, owner, start, free, first,
-                                        max_iter, tol)
+    best = None
+    for index, xa in enumerate((x, *alternatives)):
+        s = fit_temperature_scale(xa, y, sw)
+        first = init if init is not None else (s * np.eye(k), np.zeros(k))
+        ev, fit, n_ev = _evidence_strengths(xa, y, sw, structure, s, owner, start, free, first,
+                                            max_iter, tol)
+        evidence = log_evidence(xa, y, structured_penalty(k, ev, n, s), fit.theta,
+                                structure=structure, sample_weight=sw)
+        if best is None or evidence > best[0]:
+            best = (evidence, index, xa, s, ev, fit, n_ev)
+    evidence, index, x, s, ev, fit, n_ev = best
     if cv is None or len(free) < len(owners):
-        return StructuredFit(fit, s, ev, ev, n_ev)
+        return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence)
     path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, tol)
     m = float(path["multiplier"][path["index"]])
     strengths = ev
@@ -439,7 +463,7 @@ def fit_structured(
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=fit,
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
-    return StructuredFit(fit, s, strengths, ev, n_ev, path)
+    return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence)
 
 
 def temperature_result(x: Array, y: NDArray[np.intp], sw: Array, structure: str,

@@ -37,9 +37,15 @@ __all__ = ["FamilyCalibratorMixin", "check_input_params"]
 
 
 def check_input_params(estimator: Any) -> None:
-    """Validate the ``input`` and ``eps`` parameters shared by all calibrators."""
+    """Validate the ``input`` and ``eps`` parameters shared by all calibrators.
+
+    ``eps="auto"`` is accepted by estimators that choose their floor in
+    ``fit`` (``_eps_auto = True``) and store it as ``eps_``.
+    """
     check_option(estimator.input, "input", ("probs", "logits"))
-    check_eps(estimator.eps)
+    if not (getattr(estimator, "_eps_auto", False) and isinstance(estimator.eps, str)
+            and estimator.eps == "auto"):
+        check_eps(estimator.eps)
 
 
 class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -52,8 +58,13 @@ class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
     _feature_space: str = "log"
 
     # -- features -------------------------------------------------------
-    def _features(self, scores: ArrayLike, *, reset: bool = False) -> NDArray[np.float64]:
-        """Validate ``scores`` and map them to the features of the fitted map."""
+    def _features(self, scores: ArrayLike, *, reset: bool = False,
+                  eps: float | None = None) -> NDArray[np.float64]:
+        """Validate ``scores`` and map them to the features of the fitted map.
+
+        The floor is ``eps`` if given, else the fitted ``eps_`` (estimators
+        that choose it), else the ``eps`` parameter.
+        """
         check_input_params(self)
         n_classes = None if reset else getattr(self, "n_features_in_", None)
         shape = np.shape(scores) if hasattr(scores, "shape") else None
@@ -71,7 +82,9 @@ class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
             self.classes_ = np.arange(s.shape[1])
         if self._feature_space == "raw" and self.input == "logits":
             return s
-        return log_features(s, kind=self.input, eps=self.eps)
+        if eps is None:
+            eps = getattr(self, "eps_", None) if not reset else None
+        return log_features(s, kind=self.input, eps=self.eps if eps is None else eps)
 
     # -- prediction -----------------------------------------------------
     def predict_proba(self, scores: ArrayLike) -> NDArray[np.float64]:

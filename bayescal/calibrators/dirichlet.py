@@ -120,9 +120,17 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     input : {"probs", "logits"}, default="probs"
         What the scores hold. Logits are mapped to ``log_softmax(z)``, so
         ``z`` and ``softmax(z)`` give the same fit.
-    eps : float, default=EPS
-        Floor on probabilities before the logarithm (2.22e-16); use
-        ``np.finfo(float).tiny`` to reproduce the paper text.
+    eps : float or "auto", default="auto"
+        Floor on probabilities before the logarithm, ``x = max(ln q, ln eps)``.
+        ``"auto"``: for ``reg="structured"`` with some strength ``"auto"``, the
+        floor with the larger Laplace evidence of the two: float64 machine
+        epsilon (2.22e-16, :data:`bayescal.EPS`) or ``1 / (k (n + 1))`` (the
+        smallest probability ``n`` calibration samples can resolve, Laplace's
+        rule of succession; it tames exact zeros, e.g. from trees); for the
+        other penalties :data:`bayescal.EPS`. The floor used is ``eps_`` and
+        applies to every later prediction. A number fixes it; use
+        ``np.finfo(float).tiny`` to reproduce the paper text. (Raw logits of
+        :class:`MatrixScaler` are not floored.)
     max_iter : int, default=100
         Newton iterations per fit.
     tol : float, default=1e-8
@@ -157,11 +165,14 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         The diagonal strength used (``"structured"`` only, else None).
     temperature_ : float or None
         ``T`` of the centre ``W = I/T`` (``"structured"`` only, else None).
+    eps_ : float
+        The probability floor used (see ``eps``).
     cv_results_ : dict or None
         With ``"auto"``: for ODIR and L2, ``{"reg_lambda", "reg_mu",
         "mean_test_log_loss"}`` arrays over the grid; for ``"structured"``,
         the evidence strengths (``"evidence_reg_lambda"``,
-        ``"evidence_reg_diag"``, ``"evidence_reg_mu"``, ``"n_evidence_iter"``)
+        ``"evidence_reg_diag"``, ``"evidence_reg_mu"``, ``"n_evidence_iter"``,
+        ``"log_evidence"`` at those strengths)
         and the cross-validated path (``"multiplier"``,
         ``"mean_test_log_loss"``, ``"se_vs_best"``, ``"index"`` of the choice).
     n_iter_ : int
@@ -200,6 +211,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     """
 
     _feature_space = "log"
+    _eps_auto = True
 
     def __init__(
         self,
@@ -212,7 +224,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         cv: Any = 5,
         ensemble: bool = False,
         input: str = "probs",
-        eps: float = EPS,
+        eps: float | str = "auto",
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
@@ -278,7 +290,8 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self : DirichletCalibrator
         """
         reg, lam, mu, diag = self._check_params()
-        x = self._features(scores, reset=True)
+        auto_eps = isinstance(self.eps, str)
+        x = self._features(scores, reset=True, eps=EPS if auto_eps else None)
         n, k = x.shape
         y = check_labels(y, n_samples=n, n_classes=k)
         sw = check_sample_weight(sample_weight, n_samples=n)
@@ -291,8 +304,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         for attr in ("coefs_", "intercepts_"):
             if hasattr(self, attr):
                 delattr(self, attr)
+        self.eps_ = EPS if auto_eps else float(self.eps)
         if reg == "structured":
-            return self._fit_structured(x, y, sw, lam, mu, diag, previous)
+            return self._fit_structured(x, y, sw, lam, mu, diag, previous, auto_eps)
         candidates = self._candidates(reg, lam, mu)
         need_cv = len(candidates) > 1 or self.ensemble
         if need_cv:
@@ -329,13 +343,27 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     def _fit_structured(
         self, x: NDArray[np.float64], y: NDArray[np.intp], sw: NDArray[np.float64],
         lam: float | str, mu: float | str | None, diag: float | str | None, previous: Any,
+        auto_eps: bool,
     ) -> DirichletCalibrator:
-        """The structured penalty (:func:`bayescal.structured.fit_structured`)."""
+        """The structured penalty (:func:`bayescal.structured.fit_structured`).
+
+        With ``eps="auto"`` the features floored at ``1 / (k (n + 1))`` compete
+        by evidence with those floored at :data:`~bayescal.EPS` (``x``).
+        """
         structure = self._structure()
+        alternatives: tuple[NDArray[np.float64], ...] = ()
+        floor = 1.0 / (x.shape[1] * (float(sw.sum()) + 1.0))
+        log_space = not (self._feature_space == "raw" and self.input == "logits")
+        if auto_eps and log_space and floor > EPS:
+            alternatives = (np.maximum(x, np.log(floor)),)  # = max(ln q, ln floor)
         sf = fit_structured(
             x, y, structure=structure, reg_lambda=lam, reg_diag=diag, reg_mu=mu,
             sample_weight=sw, cv=self.cv, max_iter=self.max_iter, tol=self.tol, init=previous,
+            alternatives=alternatives,
         )
+        if sf.features == 1:
+            self.eps_ = floor
+            x = alternatives[0]
         self._set_structured(sf)
         if self.ensemble:
             fits = [self._fixed_structured(x[tr], y[tr], sw[tr], sf) for tr, _ in
@@ -364,6 +392,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             res: dict[str, Any] = {f"evidence_{g}": float(v)
                                    for g, v in sf.evidence_strengths.items()}
             res["n_evidence_iter"] = sf.n_evidence_iter
+            res["log_evidence"] = sf.log_evidence
             if sf.path is not None:
                 res.update(sf.path)
             self.cv_results_ = res
@@ -540,7 +569,7 @@ class MatrixScaler(DirichletCalibrator):
         cv: Any = 5,
         ensemble: bool = False,
         input: str = "logits",
-        eps: float = EPS,
+        eps: float | str = "auto",
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
