@@ -18,6 +18,7 @@ writing into one output directory at the same time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -217,6 +218,7 @@ class DirectoryLock:
         self.directory = Path(directory)
         self.path = self.directory / name
         self._fd: int | None = None
+        self._created = False
 
     def _holder(self) -> str:
         try:
@@ -230,6 +232,7 @@ class DirectoryLock:
         """Take the lock or raise :class:`LockedError`."""
         if self.directory.exists() and not self.directory.is_dir():
             raise NotADirectoryError(f"{self.directory} exists and is not a directory")
+        self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -283,6 +286,9 @@ class DirectoryLock:
             pass
         finally:
             os.close(fd)  # closing releases the flock
+        if self._created:  # a run that failed before writing anything leaves nothing
+            with contextlib.suppress(OSError):
+                self.directory.rmdir()  # only succeeds when empty
 
     def __enter__(self) -> DirectoryLock:
         return self.acquire()
