@@ -193,6 +193,7 @@ def _read_csv(path: Path, header: bool | None = None
     _check_file(path, "file")
     rows: list[list[str]] = []
     lines: list[int] = []
+    reader = None
     try:
         # utf-8-sig drops a byte-order mark
         with path.open(newline="", encoding="utf-8-sig") as fh:
@@ -206,7 +207,8 @@ def _read_csv(path: Path, header: bool | None = None
         raise ValueError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
                          ) from exc
     except csv.Error as exc:
-        raise ValueError(f"{path}: malformed CSV: {exc}") from exc
+        where = f" at line {reader.line_num}" if reader is not None else ""
+        raise ValueError(f"{path}: malformed CSV{where}: {exc}") from None
     except OSError as exc:
         raise OSError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if not rows:
