@@ -165,7 +165,7 @@ def _fit(args: argparse.Namespace) -> int:
           f"{data.scores.shape[1]} classes ({data.kind})")
     try:
         est.fit(data.scores, data.y)
-    except (ValueError, ArithmeticError) as exc:
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
         raise CLIError(f"{args.scores}: cannot fit {args.method}: {exc}") from None
     save_model(est, out, training_hash=hash_training_data(data.scores, data.y),
                overwrite=args.force)

@@ -15,8 +15,6 @@ import string
 import time
 import urllib.request
 import warnings
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,19 +262,14 @@ def _fetch_uci(name: str, cache: Path) -> Path:
 
 
 def _read_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Arrays ``names`` of an .npz file; ValueError naming the file if it is damaged."""
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            missing = sorted(n for n in names if n not in f.files)
-            if missing:
-                raise ValueError(f"{path} lacks the arrays {missing} (it has {sorted(f.files)})")
-            return {n: f[n] for n in names}
-    except ValueError as exc:
-        if str(exc).startswith(str(path)):
-            raise
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
-        raise ValueError(f"{path}: damaged or truncated .npz file ({exc})") from None
+    """Arrays ``names`` of an .npz file; ValueError naming the file if any is missing."""
+    from bayescal.score_files import load_npz
+
+    arrays, files = load_npz(path, names)
+    missing = sorted(set(names) - set(arrays))
+    if missing:
+        raise ValueError(f"{path} lacks the arrays {missing} (it has {sorted(files)})")
+    return arrays
 
 
 def load_uci(name: str, data_home: str | os.PathLike[str] | None = None) -> UCIDataset:

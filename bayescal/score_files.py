@@ -49,7 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from bayescal._files import write_bytes
 
-__all__ = ["NA_TOKENS", "ScoreData", "read_labels", "read_scores", "write_scores"]
+__all__ = ["NA_TOKENS", "ScoreData", "load_npz", "read_labels", "read_scores", "write_scores"]
 
 #: Cell values read as "missing" (compared case-insensitively after stripping).
 NA_TOKENS: frozenset[str] = frozenset(
@@ -121,8 +121,19 @@ def _load_npy(path: Path) -> NDArray[Any]:
         raise ValueError(f"{path}: damaged or truncated .npy file: {exc}") from exc
 
 
-def _load_npz(path: Path, names: tuple[str, ...]) -> tuple[dict[str, NDArray[Any]], list[str]]:
-    """The arrays ``names`` that exist in an .npz, and the list of all its arrays."""
+def load_npz(path: str | os.PathLike[str], names: tuple[str, ...]
+             ) -> tuple[dict[str, NDArray[Any]], list[str]]:
+    """Read the arrays ``names`` that exist in an .npz, and list all of its arrays.
+
+    Only those arrays are decompressed; none may hold pickled objects.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: not an .npz archive, damaged or truncated, or an
+        array of Python objects.
+    """
+    path = Path(path)
     if _magic(path, 4) not in _NPZ_MAGIC:
         raise ValueError(f"{path}: not a NumPy .npz archive (no zip signature)")
     try:
@@ -367,7 +378,7 @@ def read_scores(
     columns = head = None
     source = None
     if suffix == ".npz":
-        arrays, names = _load_npz(path, ("probs", "logits", "y"))
+        arrays, names = load_npz(path, ("probs", "logits", "y"))
         present = [k for k in ("probs", "logits") if k in arrays]
         if input is None:
             if len(present) != 1:

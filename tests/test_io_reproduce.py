@@ -166,3 +166,21 @@ def test_network_output_files_are_checked(arrays: dict, message: str, tmp_path: 
     np.savez(tmp_path / "net.npz", **{k: v for k, v in base.items() if v is not None})
     with pytest.raises(ValueError, match=r"net.npz.*" + message):
         load_network_outputs(tmp_path / "net.npz")
+
+
+def test_damaged_cache_through_the_command_line(first_run: tuple[Path, Any], shared_data: Path,
+                                                tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    src, _ = first_run
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    (cache,) = (out / "cache").iterdir()
+    damaged = _damage("truncated npz", cache)
+    argv = ["reproduce", "--suite", "uci", "--data-dir", str(shared_data / "uci"), "--out",
+            str(out), "--datasets", "iris", "--classifiers", "nbayes", "--methods", "uncal,beta",
+            "--repeats", "1", "--folds", "2", "--no-progress"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("bayescal: warning: CacheWarning")]
+    assert f"damaged cache entry {damaged.with_suffix('.json')}" in line
+    assert _computed(out) == 1

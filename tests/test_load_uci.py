@@ -99,7 +99,7 @@ def test_corrupted_cache_file_is_set_aside_and_fetched_again(uci_dir, tmp_path, 
 def test_truncated_local_file_is_named(uci_dir, tmp_path):
     good = (uci_dir / "iris.npz").read_bytes()
     (tmp_path / "iris.npz").write_bytes(good[: len(good) // 2])
-    with pytest.raises(ValueError, match=r"iris.npz: damaged or truncated .npz file"):
+    with pytest.raises(ValueError, match=r"iris.npz: damaged or truncated .npz archive"):
         load_uci("iris", data_home=tmp_path)
 
 
