@@ -21,6 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "EPS",
+    "MAX_RAW_LOGIT",
     "ROW_SUM_ATOL",
     "check_alpha",
     "check_concentration",
@@ -37,6 +38,7 @@ __all__ = [
     "check_positive_int",
     "check_nonnegative_float",
     "check_proba_draws",
+    "check_raw_logits",
     "check_rng",
 ]
 
@@ -45,10 +47,21 @@ __all__ = [
 #: ``eps=np.finfo(float).tiny`` to reproduce the paper text (2.2e-308).
 EPS: float = float(np.finfo(np.float64).eps)
 
-#: Absolute tolerance on ``|sum(q) - 1|`` for a probability row, by input
-#: dtype. Float32 softmax outputs (common for neural networks) routinely miss 1
-#: by a few 1e-7 per entry, so their tolerance scales with float32 precision.
+#: Absolute tolerance on ``|sum(q) - 1|`` for a probability row, by the
+#: precision of the data. Float32 softmax outputs (common for neural networks)
+#: routinely miss 1 by a few 1e-7 per entry, so their tolerance scales with
+#: float32 precision. The precision is that of the input dtype, or, for float64
+#: input, the narrowest float type holding every value exactly: float32 data
+#: converted to float64 (by a caller, a file format, or bayescal itself between
+#: two checks) keep the float32 tolerance.
 ROW_SUM_ATOL: dict[str, float] = {"float64": 1e-6, "float32": 1e-4, "float16": 1e-2}
+
+#: Largest accepted magnitude of raw logits for the fits on raw logits (vector
+#: and matrix scaling): their Hessian mixes terms of order ``z**2`` with terms
+#: of order 1, and beyond ``|z| = 1e8`` the ratio exceeds float64's dynamic
+#: range for a Cholesky factorisation (``1 / eps = 4.5e15``), so no fit is
+#: meaningful. (Maps on log-probabilities take any finite logits.)
+MAX_RAW_LOGIT: float = 1e8
 
 _MAX_SHOW = 6
 
@@ -225,6 +238,10 @@ def check_scores(
         atol = ROW_SUM_ATOL.get(dtype_name, 1e-6)
         dev = np.abs(out.sum(axis=1) - 1.0)
         bad = dev > atol
+        if bad.any() and dtype_name == "float64":
+            dtype_name = _data_precision(out)
+            atol = ROW_SUM_ATOL[dtype_name]
+            bad = dev > atol
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ValueError(
@@ -233,6 +250,29 @@ def check_scores(
                 "Pass kind/input='logits' if these are logits"
             )
     return out
+
+
+def _data_precision(arr: NDArray[np.float64]) -> str:
+    """Narrowest float dtype (of float16, float32, float64) holding every value exactly."""
+    for name in ("float16", "float32"):
+        with np.errstate(over="ignore"):
+            if np.array_equal(arr.astype(name).astype(np.float64), arr):
+                return name
+    return "float64"
+
+
+def check_raw_logits(z: NDArray[np.float64], *, name: str = "logits") -> NDArray[np.float64]:
+    """Refuse raw logits beyond :data:`MAX_RAW_LOGIT` in magnitude (see there)."""
+    big = np.abs(z) > MAX_RAW_LOGIT
+    if big.any():
+        row, col = (int(i) for i in np.argwhere(big)[0])
+        raise ValueError(
+            f"{name} are too large for a fit on raw logits: |z| = {abs(float(z[row, col])):.3g} "
+            f"at row {row}, column {col} exceeds {MAX_RAW_LOGIT:g}, beyond which the fit "
+            "cannot be computed in float64; divide the logits by a constant, or calibrate "
+            "their log-probabilities (input='probs' with softmax(z), or a log-space method)"
+        )
+    return z
 
 
 def check_proba_draws(
@@ -317,14 +357,17 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
             "y must hold integer class codes; got continuous (non-integer) values "
             f"{_show(arr[~integral])}"
         )
-    out = arr.astype(np.intp)
-    outside = (out < 0) | (out >= n_classes)
+    # range first: casting a huge float label to int would wrap around
+    outside = (arr < 0) | (arr >= n_classes)
     if outside.any():
+        shown = np.unique(arr[outside])
+        if arr.dtype.kind == "f" and (np.abs(shown) < 2**53).all():
+            shown = shown.astype(np.int64)
         raise ValueError(
             f"y has labels outside the classes 0..{n_classes - 1} given by the score "
-            f"columns: {_show(np.unique(out[outside]))}"
+            f"columns: {_show(shown)}"
         )
-    return out
+    return arr.astype(np.intp)
 
 
 def check_linear_params(

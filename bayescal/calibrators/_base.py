@@ -25,7 +25,7 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import check_eps, check_option, check_scores
+from bayescal._validation import check_eps, check_option, check_raw_logits, check_scores
 from bayescal.maps import (
     dirlin_from_features,
     dirlin_to_canonical,
@@ -81,7 +81,7 @@ class FamilyCalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
             self.n_features_in_ = s.shape[1]
             self.classes_ = np.arange(s.shape[1])
         if self._feature_space == "raw" and self.input == "logits":
-            return s
+            return check_raw_logits(s, name="scores")
         if eps is None:
             eps = getattr(self, "eps_", None) if not reset else None
         return log_features(s, kind=self.input, eps=self.eps if eps is None else eps)
