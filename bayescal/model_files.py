@@ -234,7 +234,7 @@ def _document(est: Any, *, training_hash: str | None, posterior: str | None) -> 
         "method": _method_of(est),
         "estimator": name,
         "input": getattr(est, "input", "probs"),
-        "eps": _encode_value(getattr(est, "eps", None)),
+        "eps": _encode_value(_floor(est)),
         "n_classes": int(est.n_features_in_),
         "classes": _encode_value(np.asarray(classes)) if classes is not None else None,
         "training_data_sha256": training_hash,
@@ -370,13 +370,19 @@ def _restore_state(est: Any, schema: StateSchema, doc: dict[str, Any], params: d
                 setattr(est, name, getattr(inner, name))
 
 
+def _floor(est: Any) -> Any:
+    """The probability floor the fitted map applies: ``eps_`` when chosen in fit, else ``eps``."""
+    eps = getattr(est, "eps_", None)
+    return getattr(est, "eps", None) if eps is None else eps
+
+
 def _verify_copies(est: Any, schema: StateSchema, doc: dict[str, Any], where: str) -> None:
     """The redundant fields must equal what the stored state gives."""
     k = int(est.n_features_in_)
     if doc["n_classes"] != k or type(doc["n_classes"]) is not int:
         raise ValueError(f"{where}: n_classes is {doc['n_classes']!r} but the state has {k} "
                          "classes")
-    eps = getattr(est, "eps", None)
+    eps = _floor(est)
     if doc["eps"] != (None if eps is None else float(eps)) or type(doc["eps"]) not in (
             float, NoneType):
         raise ValueError(f"{where}: eps is {doc['eps']!r} but the estimator's is {eps!r}")

@@ -82,9 +82,11 @@ def test_round_trip_is_exact_and_stable(method: str, kind: str, tmp_path: Path) 
 def test_matrix_scaler_at_its_default_is_savable(tmp_path: Path) -> None:
     q, y = _data()
     z = np.log(q + 1e-3)
-    est = MatrixScaler().fit(z, y)  # ODIR: no registry method has these settings
+    est = MatrixScaler().fit(z, y)  # the registry's "matrix" (structured penalty)
     path, doc = _doc(est, tmp_path)
-    assert doc["estimator"] == "MatrixScaler" and doc["method"] is None
+    assert doc["estimator"] == "MatrixScaler" and doc["method"] == "matrix"
+    odir = MatrixScaler(reg="odir", cv=3).fit(z, y)  # MS-ODIR: no registry method
+    assert _doc(odir, tmp_path, "odir.json")[1]["method"] is None
     back = load_model(path)
     assert type(back) is MatrixScaler and back.get_params() == est.get_params()
     np.testing.assert_allclose(back.predict_proba(z), est.predict_proba(z), atol=1e-12, rtol=0)
@@ -106,7 +108,7 @@ def test_temperature_model_stores_the_temperature_not_matrices(tmp_path: Path) -
 
 
 def test_ensemble_dirichlet_round_trip(tmp_path: Path) -> None:
-    est = _fit("dirichlet-odir", reg_lambda=1e-2, reg_mu=1e-2, ensemble=True)
+    est = _fit("dirichlet-odir", reg_lambda=1e-2, reg_mu=1e-2, ensemble=True, cv=3)
     path, doc = _doc(est, tmp_path)
     assert np.shape(doc["fitted"]["coefs_"]) == (3, K, K)
     back = load_model(path)

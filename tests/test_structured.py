@@ -218,8 +218,9 @@ def test_logits_and_probabilities_give_the_same_default_fit(rng):
 def test_default_records_its_choice(synth):
     q, y = synth
     cal = DirichletCalibrator().fit(q, y)
-    res = cal.cv_results_
-    assert res["n_evidence_iter"] >= 1
+    assert cal.cv_results_ is None
+    res = cal.selection_
+    assert res["n_evidence_iter"] >= 1 and np.isfinite(res["log_evidence"])
     assert list(res["multiplier"]) == list(PATH_MULTIPLIERS)
     i = res["index"]
     best = int(np.argmin(res["mean_test_log_loss"]))

@@ -25,7 +25,7 @@ from bayescal._validation import (
     check_positive_int,
     check_sample_weight,
 )
-from bayescal.calibrators._base import FamilyCalibratorMixin
+from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.maps import dirlin_from_features
 from bayescal.optimize import (
     FitResult,
@@ -168,13 +168,15 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     eps_ : float
         The probability floor used (see ``eps``).
     cv_results_ : dict or None
-        With ``"auto"``: for ODIR and L2, ``{"reg_lambda", "reg_mu",
-        "mean_test_log_loss"}`` arrays over the grid; for ``"structured"``,
-        the evidence strengths (``"evidence_reg_lambda"``,
-        ``"evidence_reg_diag"``, ``"evidence_reg_mu"``, ``"n_evidence_iter"``,
-        ``"log_evidence"`` at those strengths)
-        and the cross-validated path (``"multiplier"``,
-        ``"mean_test_log_loss"``, ``"se_vs_best"``, ``"index"`` of the choice).
+        ODIR and L2 with ``"auto"``: ``{"reg_lambda", "reg_mu",
+        "mean_test_log_loss"}`` arrays over the grid.
+    selection_ : dict or None
+        ``reg="structured"`` with some strength ``"auto"``: the evidence
+        strengths (``"evidence_reg_lambda"``, ``"evidence_reg_diag"``,
+        ``"evidence_reg_mu"``), ``"n_evidence_iter"``, ``"log_evidence"`` at
+        those strengths and, when the check ran, the cross-validated path
+        (``"multiplier"``, ``"mean_test_log_loss"``, ``"se_vs_best"`` arrays
+        and the ``"index"`` chosen; else None). Absent for the other penalties.
     n_iter_ : int
         Newton iterations of the final fit (max over folds with ``ensemble``).
     converged_ : bool
@@ -245,6 +247,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     # -- validation -------------------------------------------------------
     def _check_params(self) -> tuple[str, float | str, float | str | None, float | str | None]:
         reg = check_option(self.reg, "reg", ("structured", "odir", "l2", "none"))
+        check_input_params(self)
         check_option(self.center, "center", ("zero", "identity"))
         check_option(self.ensemble, "ensemble", (False, True))
         check_option(self.warm_start, "warm_start", (False, True))
@@ -301,6 +304,10 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             previous = (np.array(fitted, dtype=float), np.array(self.intercept_, dtype=float))
         self.cv_results_ = None
         self.reg_diag_ = self.temperature_ = None
+        if reg == "structured":
+            self.selection_ = None
+        else:
+            self.__dict__.pop("selection_", None)
         for attr in ("coefs_", "intercepts_"):
             if hasattr(self, attr):
                 delattr(self, attr)
@@ -388,14 +395,16 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self.reg_diag_ = float(sf.strengths["reg_diag"])
         self.reg_mu_ = float(sf.strengths["reg_mu"])
         self.temperature_ = 1.0 / sf.scale
-        if sf.evidence_strengths is not None:
-            res: dict[str, Any] = {f"evidence_{g}": float(v)
-                                   for g, v in sf.evidence_strengths.items()}
-            res["n_evidence_iter"] = sf.n_evidence_iter
-            res["log_evidence"] = sf.log_evidence
-            if sf.path is not None:
-                res.update(sf.path)
-            self.cv_results_ = res
+        if sf.evidence_strengths is None:
+            return
+        path = sf.path or {}
+        self.selection_ = {
+            **{f"evidence_{g}": float(v) for g, v in sf.evidence_strengths.items()},
+            "n_evidence_iter": int(sf.n_evidence_iter),
+            "log_evidence": float(sf.log_evidence),
+            **{key: path.get(key) for key in ("multiplier", "mean_test_log_loss",
+                                               "se_vs_best", "index")},
+        }
 
     def _set_ensemble(self, fits: list[FitResult]) -> None:
         self.coefs_ = np.stack([f.W for f in fits])

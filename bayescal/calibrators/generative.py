@@ -52,7 +52,14 @@ from bayescal.structured import (
 __all__ = ["AUTO_STRENGTHS", "GenerativeDirichletCalibrator"]
 
 _PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_",
-                "prior_", "cv_results_")
+                "prior_strength_", "prior_center_", "cv_results_")
+
+
+def _prior_state(prior: DirichletPrior | None, k: int) -> dict[str, Any]:
+    """The prior used, as plain fitted values (``None`` for maximum likelihood)."""
+    if prior is None:
+        return {"prior_strength_": None, "prior_center_": None}
+    return {"prior_strength_": float(prior.strength), "prior_center_": prior.concentration(k)}
 
 #: Prior strengths (pseudo-samples per class) searched by ``prior="auto"``,
 #: besides ``inf`` (temperature scaling).
@@ -127,10 +134,13 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     classes_ : ndarray of shape (k,)
         ``0 .. k-1`` (column ``j`` of the scores is class ``j``).
     n_features_in_ : int
-    prior_ : DirichletPrior or None
-        The prior used (``prior="auto"``: its chosen strength, ``inf`` when
-        temperature scaling won; then ``alpha_`` is the centre and ``pi_``
-        uniform, the limit of an infinitely strong prior).
+    prior_strength_ : float or None
+        Pseudo-samples per class of the prior used (``None``: maximum
+        likelihood; with ``prior="auto"``, ``inf`` when temperature scaling
+        won: ``alpha_`` is then the centre and ``pi_`` uniform, the limit of
+        an infinitely strong prior).
+    prior_center_ : ndarray of shape (k, k) or None
+        Its reference concentrations :math:`\beta`.
     cv_results_ : dict or None
         ``prior="auto"``: ``strength`` and ``mean_test_log_loss`` arrays,
         ``se_vs_best`` and the chosen ``index``.
@@ -217,7 +227,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             alpha, pi = prior.concentration(k), np.full(k, 1.0 / k)
             W, b = dirgen_to_dirlin(alpha, pi)
             return {"alpha_": alpha, "pi_": pi, "coef_": W, "intercept_": b, "n_iter_": 0,
-                    "converged_": True, "fits_": [], "prior_": prior}
+                    "converged_": True, "fits_": [], **_prior_state(prior, k)}
         alpha, pi, fits = fit_dirgen(
             stats, prior=prior, eps=self.eps, max_iter=self.max_iter, tol=self.tol
         )
@@ -240,7 +250,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             "n_iter_": max(f.n_iter for f in fits),
             "converged_": converged,
             "fits_": fits,
-            "prior_": as_prior(prior),
+            **_prior_state(as_prior(prior), stats.n_classes),
         }
 
     def _auto_prior(self, scores: Any, y: Any) -> tuple[DirichletPrior, dict[str, Any]]:

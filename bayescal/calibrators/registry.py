@@ -109,10 +109,11 @@ METHODS: MappingProxyType = MappingProxyType(
                   "Bayesian Dirichlet calibration (generative form, PyMC)", bayesian=True),
             _spec("temperature", _CAL, "TemperatureScaler", "temperature scaling (one parameter)"),
             _spec("vector", _CAL, "VectorScaler",
-                  "vector scaling (diagonal W and b), penalised towards temperature scaling"),
+                  "vector scaling (diagonal W and b), penalised towards temperature scaling",
+                  reg="structured"),
             _spec("matrix", _CAL, "MatrixScaler",
                   "matrix scaling (full W and b on logits), penalised towards temperature "
-                  "scaling"),
+                  "scaling", reg="structured"),
         )
     }
 )
