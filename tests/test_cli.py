@@ -281,7 +281,7 @@ def test_unknown_method_is_a_usage_error(files: Path) -> None:
 # ---------------------------------------------------------------------------
 def test_registry_unknown_name_lists_valid_methods() -> None:
     with pytest.raises(ValueError, match="unknown calibration method 'platt'; valid methods "
-                                         "are: dirichlet-odir, dirichlet-l2, generative"):
+                                         "are: dirichlet, dirichlet-odir, dirichlet-l2, "):
         make_calibrator("platt")
 
 

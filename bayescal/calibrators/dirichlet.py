@@ -178,7 +178,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         (``"multiplier"``, ``"mean_test_log_loss"``, ``"se_vs_best"`` arrays
         and the ``"index"`` chosen; else None). Absent for the other penalties.
     n_iter_ : int
-        Newton iterations of the final fit (max over folds with ``ensemble``).
+        Newton iterations of the final fit (max over folds with ``ensemble``;
+        for ``"structured"`` with "auto" strengths, all the Newton iterations
+        spent on the full data, evidence updates included).
     converged_ : bool
     loss_ : float
         Objective at the fitted map (mean over folds with ``ensemble``).
