@@ -13,6 +13,7 @@ from bayescal.calibrators import (
     GenerativeDirichletCalibrator,
     IsotonicCalibrator,
     MatrixScaler,
+    SigmoidCalibrator,
     TemperatureScaler,
     VectorScaler,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "IsotonicCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
+    "SigmoidCalibrator",
     "TemperatureScaler",
     "VectorScaler",
     "__version__",
