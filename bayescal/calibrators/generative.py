@@ -190,16 +190,22 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
                 scores, y, kind=self.input, eps=self.eps, sample_weight=sample_weight
             )
             return stats, np.arange(stats.n_classes)
-        shape = np.shape(scores)
-        if len(shape) != 2 or shape[0] < 1 or shape[1] < 2:
+        if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
+            check_scores(scores, kind=self.input)  # raises: sparse input is not supported
+        try:
+            arr = np.asarray(scores)
+        except Exception:  # ragged lists and the like
             check_scores(scores, kind=self.input)  # raises, worded by the shared check
-        n, k = shape
+            raise
+        if arr.dtype == object or arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 2:
+            check_scores(arr, kind=self.input)  # raises, worded by the shared check
+        n, k = arr.shape
         if classes is None:
             cls, codes = self._encode_labels(y, n_samples=n, n_classes=k)
         else:
             cls, codes = encode_labels(y, n_samples=n, n_classes=k, classes=classes)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, n_samples=n)
-        stats = sufficient_statistics(scores, codes, kind=self.input, eps=self.eps,
+        stats = sufficient_statistics(arr, codes, kind=self.input, eps=self.eps,
                                       sample_weight=sw)
         return stats, cls
 

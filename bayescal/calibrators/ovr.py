@@ -211,12 +211,14 @@ class OneVsRestCalibratorMixin(CalibratorMixin):
 
 def _weighted_logistic_newton(
     x: Array, t: Array, w: Array, ridge: Array, theta0: Array, *, max_iter: int
-) -> tuple[Array, float]:
+) -> tuple[Array, float, int]:
     r"""Damped Newton for a weighted logistic regression with soft targets.
 
     Minimises :math:`\sum_i w_i [\mathrm{softplus}(x_i\theta) - t_i x_i\theta] / \sum_i w_i
     + \frac12 \sum_p r_p \theta_p^2` (convex), from ``theta0``, with a
     backtracking line search; stops when the Newton decrement reaches rounding.
+    Returns the parameters, the objective and the iterations run (gradient
+    evaluations, at least one).
     """
     wn = w / w.sum()
 
@@ -227,7 +229,8 @@ def _weighted_logistic_newton(
 
     theta = theta0.astype(np.float64).copy()
     loss = loss_of(theta)
-    for _ in range(max_iter):
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 - the count is returned
         p = expit(x @ theta)
         grad = x.T @ (wn * (p - t)) + ridge * theta
         if np.max(np.abs(grad)) < 1e-10:
@@ -249,7 +252,7 @@ def _weighted_logistic_newton(
         if alpha < 1e-10:
             break
         theta, loss = cand, new
-    return theta, loss
+    return theta, loss, n_iter
 
 
 class SigmoidCalibrator(OneVsRestCalibratorMixin):
@@ -280,6 +283,8 @@ class SigmoidCalibrator(OneVsRestCalibratorMixin):
     coef_ : ndarray of shape (n_maps, 2)
         ``(a, b)`` of each map: one per class, or one (for ``classes_[1]``)
         with two classes.
+    n_iter_ : int
+        Newton iterations of the slowest map.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
 
@@ -309,7 +314,7 @@ class SigmoidCalibrator(OneVsRestCalibratorMixin):
     def _check_params(self) -> None:
         check_positive_int(self.max_iter, "max_iter")
 
-    def _fit_binary(self, s: Array, t: Array, w: Array) -> tuple[Array]:
+    def _fit_binary(self, s: Array, t: Array, w: Array) -> tuple[Array, int]:
         pos = t > 0
         n_pos, n_neg = float(w[pos].sum()), float(w[~pos].sum())
         target = np.where(pos, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
@@ -318,12 +323,13 @@ class SigmoidCalibrator(OneVsRestCalibratorMixin):
         scale = max(1.0, float(np.max(np.abs(s))))
         x = np.column_stack([s / scale, np.ones_like(s)])
         theta0 = np.array([0.0, np.log((n_pos + 1.0) / (n_neg + 1.0))])
-        theta, _ = _weighted_logistic_newton(x, target, w, np.zeros(2), theta0,
-                                             max_iter=int(self.max_iter))
-        return (np.array([-theta[0] / scale, -theta[1]]),)
+        theta, _, n_iter = _weighted_logistic_newton(x, target, w, np.zeros(2), theta0,
+                                                     max_iter=int(self.max_iter))
+        return np.array([-theta[0] / scale, -theta[1]]), n_iter
 
     def _state(self, maps: list[tuple[Any, ...]]) -> dict[str, Any]:
-        return {"coef_": np.vstack([m[0] for m in maps])}
+        return {"coef_": np.vstack([m[0] for m in maps]),
+                "n_iter_": max(m[1] for m in maps)}
 
     def _predict_binary(self, m: int, s: Array) -> Array:
         a, b = self.coef_[m]
@@ -357,6 +363,8 @@ class BetaCalibrator(OneVsRestCalibratorMixin):
     coef_ : ndarray of shape (n_maps, 3)
         ``(a, b, c)`` of each map: one per class, or one (for
         ``classes_[1]``) with two classes.
+    n_iter_ : int
+        Newton iterations of the slowest map (over the faces of the box tried).
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
 
@@ -397,27 +405,30 @@ class BetaCalibrator(OneVsRestCalibratorMixin):
         s = np.clip(s, self.eps, 1.0 - self.eps)
         return np.column_stack([np.log(s), -np.log1p(-s), np.ones_like(s)])
 
-    def _fit_binary(self, s: Array, t: Array, w: Array) -> tuple[Array]:
+    def _fit_binary(self, s: Array, t: Array, w: Array) -> tuple[Array, int]:
         # Box constraints a, b >= 0 by enumerating the faces of the box: the
         # convex problem's constrained optimum is the restricted minimiser of
         # some face, and it is the feasible restricted minimiser of lowest loss.
         x = self._beta_features(s)
-        best_loss, best = np.inf, np.zeros(3)
+        best_loss, best, n_iter = np.inf, np.zeros(3), 0
         for free in ((0, 1, 2), (1, 2), (0, 2), (2,)):
             ridge = 2.0 * float(self.reg) * np.array([f < 2 for f in free])
             theta0 = np.array([1.0 if f < 2 else 0.0 for f in free])  # the identity map
-            theta, loss = _weighted_logistic_newton(x[:, free], t, w, ridge, theta0,
-                                                    max_iter=int(self.max_iter))
+            theta, loss, face_iter = _weighted_logistic_newton(
+                x[:, free], t, w, ridge, theta0, max_iter=int(self.max_iter)
+            )
+            n_iter += face_iter
             if (theta[:-1] >= 0).all() and loss < best_loss:
                 best_loss = loss
                 best = np.zeros(3)
                 best[list(free)] = theta
             if free == (0, 1, 2) and np.isfinite(loss) and (theta[:-1] >= 0).all():
                 break  # the unconstrained optimum is feasible
-        return (best,)
+        return best, n_iter
 
     def _state(self, maps: list[tuple[Any, ...]]) -> dict[str, Any]:
-        return {"coef_": np.vstack([m[0] for m in maps])}
+        return {"coef_": np.vstack([m[0] for m in maps]),
+                "n_iter_": max(m[1] for m in maps)}
 
     def _predict_binary(self, m: int, s: Array) -> Array:
         return expit(self._beta_features(s) @ self.coef_[m])
