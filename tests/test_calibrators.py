@@ -7,6 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
@@ -23,6 +25,7 @@ from bayescal import (
     log_loss,
     make_dirgen,
 )
+from bayescal._validation import encode_labels
 from bayescal.calibrators.dirichlet import L2_GRID, ODIR_GRID
 from bayescal.optimize import fit_multinomial, make_penalty, multinomial_log_loss
 
@@ -454,8 +457,7 @@ def test_classes_parameter_names_columns_and_allows_absent_classes(name, synth):
     with pytest.raises(ValueError, match=r"pass classes="):
         make().fit(s[keep], order[y[keep]])
     with pytest.raises(ValueError, match=r"y has labels that are not in classes"):
-        make(classes=order).fit(s, NAMES[y])[:1] if False else make(classes=order[:3].tolist()
-                                                                    + ["eel"]).fit(s, order[y])
+        make(classes=[*order[:3], "eel"]).fit(s, order[y])  # "ant" is not a class
     with pytest.raises(ValueError, match=r"classes must list one label per score column \(4\)"):
         make(classes=order[:3]).fit(s, order[y])
     with pytest.raises(ValueError, match=r"classes must be distinct"):
@@ -548,3 +550,34 @@ def _same(a, b) -> bool:
     if hasattr(a, "get_params") and hasattr(a, "fit"):
         return type(a) is type(b) and _same(vars(a), vars(b))
     return bool(a == b)
+
+
+# -- the label rule as a property -------------------------------------------------
+_LABEL_VALUES = st.one_of(
+    st.lists(st.integers(-10**6, 10**6), min_size=2, max_size=7, unique=True),
+    st.lists(st.text(min_size=1, max_size=5), min_size=2, max_size=7, unique=True),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=_LABEL_VALUES, data=st.data())
+def test_encoding_names_sorted_columns_and_round_trips(values, data):
+    k = len(values)
+    names = np.asarray(values)
+    codes = np.asarray(data.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=40)))
+    present = np.unique(codes)
+    y = names[codes]
+    if present.size == k:  # every class present: the sorted labels name the columns
+        classes, got = encode_labels(y, n_samples=len(y), n_classes=k)
+        np.testing.assert_array_equal(classes, np.sort(names))
+        np.testing.assert_array_equal(classes[got], y)
+    # with the columns named, any subset of the classes is read the same way
+    order = np.asarray(data.draw(st.permutations(range(k))))
+    classes, got = encode_labels(y, n_samples=len(y), n_classes=k, classes=names[order])
+    np.testing.assert_array_equal(classes, names[order])
+    np.testing.assert_array_equal(classes[got], y)
+    # integer column codes with classes absent keep working as before
+    classes, got = encode_labels(codes, n_samples=len(codes), n_classes=k)
+    np.testing.assert_array_equal(got, codes)
+    if present.size < k:
+        np.testing.assert_array_equal(classes, np.arange(k))
