@@ -581,3 +581,13 @@ def test_encoding_names_sorted_columns_and_round_trips(values, data):
     np.testing.assert_array_equal(got, codes)
     if present.size < k:
         np.testing.assert_array_equal(classes, np.arange(k))
+
+
+@pytest.mark.parametrize("name", ["bayes", "bayes-generative"])
+def test_bayesian_posterior_files_keep_the_labels(name, synth, tmp_path):
+    make, s, y = _labelled(name, synth)
+    est = make().fit(s, NAMES[y])
+    back = type(est).load(est.save(tmp_path / "post.nc"))
+    np.testing.assert_array_equal(back.classes_, NAMES)
+    np.testing.assert_array_equal(back.predict(s), est.predict(s))
+    assert back.model_id_ == est.model_id_
