@@ -319,3 +319,18 @@ def test_metadata_routing(wine) -> None:
         final = GaussianNB().fit(X, y)
         np.testing.assert_allclose(declined.predict_proba(X),
                                    cal.predict_proba(final.predict_proba(X)), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", BAYES_METHODS)
+def test_bayesian_methods_calibrate_a_classifier(method, wine) -> None:
+    X, y = wine
+    names = np.array(["barolo", "grignolino", "barbera"])[y]
+    params = {"sampler": "laplace", "draws": 50, "chains": 1, "random_seed": 0}
+    if method == "bayes":
+        params |= {"prior": "l2", "reg_lambda": 1.0}
+    clf = CalibratedClassifier(make_pipeline(StandardScaler(), LogisticRegression(C=0.1)),
+                               method=method, cv=3, calibrator_params=params).fit(X, names)
+    p = clf.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert set(clf.predict(X)) <= set(names)
+    assert clf.calibrator_.n_draws_ == 50
