@@ -21,11 +21,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_option,
     check_positive_int,
-    check_sample_weight,
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.maps import dirlin_from_features
@@ -119,6 +117,13 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         which makes a hand-written path over penalties cheap. Ignored when
         cross-validation runs (``"auto"`` or ``ensemble=True``), which warm-
         starts along its own grid.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order. ``None``: the sorted
+        distinct labels of ``y`` when it holds one per column (scikit-learn's
+        ``classes_`` order), else the integer column codes ``0 .. k-1`` (a
+        class absent from ``y``); pass ``classes`` when a class is absent and
+        the labels are not column codes
+        (:func:`bayescal._validation.encode_labels`).
 
     Attributes
     ----------
@@ -131,8 +136,11 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     coefs_, intercepts_ : ndarray of shape (n_folds, k, k) and (n_folds, k)
         The fold maps (only with ``ensemble=True``).
     classes_ : ndarray of shape (n_classes,)
-        ``0 .. k-1``, from the score columns.
+        The label of each score column (``classes``, or as read from ``y``);
+        ``predict`` returns these labels.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_classes,)
+        Column names of DataFrame scores (only when fitted on one).
     reg_lambda_, reg_mu_ : float or None
         Penalty strengths used (``reg_mu_`` is None except for ODIR).
     cv_results_ : dict or None
@@ -188,6 +196,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.reg = reg
         self.reg_lambda = reg_lambda
@@ -200,6 +209,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
+        self.classes = classes
 
     # -- validation -------------------------------------------------------
     def _check_params(self) -> tuple[str, float | str, float | str | None]:
@@ -236,7 +246,8 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated probabilities or logits (``input``).
         y : array-like of shape (n_samples,)
-            Integer labels ``0 .. n_classes - 1`` (column ``j`` is class ``j``).
+            Class labels: the sorted labels name the score columns, or the
+            ``classes`` parameter does (see :class:`DirichletCalibrator`).
         sample_weight : array-like of shape (n_samples,), optional
             Non-negative weights of the log-loss terms.
 
@@ -245,45 +256,42 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self : DirichletCalibrator
         """
         reg, lam, mu = self._check_params()
-        x = self._features(scores, reset=True)
+        data = self._fit_data(scores, y, sample_weight)  # validates; writes nothing
+        x, y, sw = data.x, data.y, data.sample_weight
         n, k = x.shape
-        y = check_labels(y, n_samples=n, n_classes=k)
-        sw = check_sample_weight(sample_weight, n_samples=n)
         candidates = self._candidates(reg, lam, mu)
         need_cv = len(candidates) > 1 or self.ensemble
         previous = None
         fitted = getattr(self, "coef_", None)
         if self.warm_start and not need_cv and fitted is not None and fitted.shape == (k, k):
             previous = (np.array(fitted, dtype=float), np.array(self.intercept_, dtype=float))
-        self.cv_results_ = None
-        for attr in ("coefs_", "intercepts_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
+        state: dict[str, Any] = {"cv_results_": None}
         if need_cv:
             splits = self._splits(x, y)
             fold_fits, losses = self._cross_validate(x, y, sw, reg, candidates, splits)
             best = int(np.argmin(losses))
             if len(candidates) > 1:
-                self.cv_results_ = {
+                state["cv_results_"] = {
                     "reg_lambda": np.array([c[0] for c in candidates]),
                     "reg_mu": np.array([np.nan if c[1] is None else c[1] for c in candidates]),
                     "mean_test_log_loss": np.asarray(losses),
                 }
         else:
             best = 0
-        self.reg_lambda_, self.reg_mu_ = candidates[best]
+        state["reg_lambda_"], state["reg_mu_"] = candidates[best]
         penalty = self._penalty(k, reg, *candidates[best])
         if self.ensemble:
             fits = [f[best] for f in fold_fits]
-            self.coefs_ = np.stack([f.W for f in fits])
-            self.intercepts_ = np.stack([f.b for f in fits])
-            self.coef_ = self.coefs_.mean(axis=0)
-            self.intercept_ = self.intercepts_.mean(axis=0)
-            self.n_iter_ = max(f.n_iter for f in fits)
-            self.converged_ = all(f.converged for f in fits)
-            self.loss_ = float(np.mean([f.loss for f in fits]))
-            if not self.converged_:
+            state["coefs_"] = np.stack([f.W for f in fits])
+            state["intercepts_"] = np.stack([f.b for f in fits])
+            state["coef_"] = state["coefs_"].mean(axis=0)
+            state["intercept_"] = state["intercepts_"].mean(axis=0)
+            state["n_iter_"] = max(f.n_iter for f in fits)
+            state["converged_"] = all(f.converged for f in fits)
+            state["loss_"] = float(np.mean([f.loss for f in fits]))
+            if not state["converged_"]:
                 self._warn_folds(sum(not f.converged for f in fits), len(fits))
+            self._set_state(data, state)
             return self
         init = previous
         if need_cv:  # warm start from the mean of the fold maps at the chosen point
@@ -298,7 +306,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        self._set_fit(res)
+        state.update(coef_=res.W, intercept_=res.b, n_iter_=res.n_iter,
+                     converged_=bool(res.converged), loss_=res.loss)
+        self._set_state(data, state, drop=("coefs_", "intercepts_"))
         return self
 
     def _solve(
@@ -309,13 +319,6 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             x, y, structure="full", penalty=penalty, init=init, max_iter=self.max_iter,
             tol=self.tol, sample_weight=sw, warn=warn,
         )
-
-    def _set_fit(self, res: FitResult) -> None:
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
-        self.loss_ = res.loss
 
     def _penalty(self, k: int, reg: str, lam: float, mu: float | None) -> Any:
         if reg == "none":
@@ -441,7 +444,7 @@ class MatrixScaler(DirichletCalibrator):
 
     Parameters
     ----------
-    reg, reg_lambda, reg_mu, center, cv, ensemble, eps, max_iter, tol
+    reg, reg_lambda, reg_mu, center, cv, ensemble, eps, max_iter, tol, warm_start, classes
         As in :class:`DirichletCalibrator`.
     input : {"logits", "probs"}, default="logits"
 
@@ -473,9 +476,10 @@ class MatrixScaler(DirichletCalibrator):
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
+        classes: ArrayLike | None = None,
     ) -> None:
         super().__init__(
             reg=reg, reg_lambda=reg_lambda, reg_mu=reg_mu, center=center, cv=cv,
             ensemble=ensemble, input=input, eps=eps, max_iter=max_iter, tol=tol,
-            warm_start=warm_start,
+            warm_start=warm_start, classes=classes,
         )

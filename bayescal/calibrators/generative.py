@@ -25,10 +25,18 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import EPS, check_nonnegative_float, check_positive_int
+from bayescal._validation import (
+    EPS,
+    check_nonnegative_float,
+    check_positive_int,
+    check_sample_weight,
+    check_scores,
+    encode_labels,
+)
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
     SufficientStatistics,
+    _is_dask_array,
     as_prior,
     fit_dirgen,
     sufficient_statistics,
@@ -73,6 +81,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     tol : float, default=1e-10
         Convergence: largest absolute gradient entry of each class's mean
         log-likelihood.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order; ``None`` reads them
+        from ``y`` (see :class:`~bayescal.DirichletCalibrator`).
 
     Attributes
     ----------
@@ -95,7 +106,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     fits_ : list of DirichletFit
         Per-class solver reports (log-likelihood, gradient norm, message).
     classes_ : ndarray of shape (k,)
-        ``0 .. k-1`` (column ``j`` of the scores is class ``j``).
+        The label of each score column.
     n_features_in_ : int
 
     See Also
@@ -149,12 +160,14 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         eps: float = EPS,
         max_iter: int = 100,
         tol: float = 1e-10,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.prior = prior
         self.input = input
         self.eps = eps
         self.max_iter = max_iter
         self.tol = tol
+        self.classes = classes
 
     # -- statistics -------------------------------------------------------
     def _check_params(self) -> None:
@@ -163,8 +176,38 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         check_positive_int(self.max_iter, "max_iter")
         check_nonnegative_float(self.tol, "tol", strict=True)
 
-    def _statistics(self, scores: Any, y: Any) -> SufficientStatistics:
-        return sufficient_statistics(scores, y, kind=self.input, eps=self.eps)
+    def _statistics(
+        self, scores: Any, y: Any, sample_weight: Any, *, classes: Any = None
+    ) -> tuple[SufficientStatistics, NDArray[Any]]:
+        """Statistics and column labels of one batch (validates; writes nothing)."""
+        if _is_dask_array(scores) or _is_dask_array(y):
+            if classes is not None and not np.array_equal(classes, np.arange(len(classes))):
+                raise ValueError(
+                    "with dask arrays the labels must be the integer column codes 0..k-1; "
+                    f"got classes={np.asarray(classes).tolist()!r}"
+                )
+            stats = sufficient_statistics(
+                scores, y, kind=self.input, eps=self.eps, sample_weight=sample_weight
+            )
+            return stats, np.arange(stats.n_classes)
+        if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
+            check_scores(scores, kind=self.input)  # raises: sparse input is not supported
+        try:
+            arr = np.asarray(scores)
+        except Exception:  # ragged lists and the like
+            check_scores(scores, kind=self.input)  # raises, worded by the shared check
+            raise
+        if arr.dtype == object or arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 2:
+            check_scores(arr, kind=self.input)  # raises, worded by the shared check
+        n, k = arr.shape
+        if classes is None:
+            cls, codes = self._encode_labels(y, n_samples=n, n_classes=k)
+        else:
+            cls, codes = encode_labels(y, n_samples=n, n_classes=k, classes=classes)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, n_samples=n)
+        stats = sufficient_statistics(arr, codes, kind=self.input, eps=self.eps,
+                                      sample_weight=sw)
+        return stats, cls
 
     def _solve(self, stats: SufficientStatistics) -> dict[str, Any]:
         alpha, pi, fits = fit_dirgen(
@@ -192,7 +235,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         }
 
     # -- fitting ------------------------------------------------------------
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> GenerativeDirichletCalibrator:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> GenerativeDirichletCalibrator:
         """Fit from all the data in one pass over it.
 
         Parameters
@@ -202,7 +247,11 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             ``dask.array.Array`` is reduced block by block where it lives
             (one ``compute`` of a ``k x (k+1)`` result).
         y : array-like or dask array of shape (n_samples,)
-            Integer labels ``0 .. k-1``.
+            Class labels (see ``classes``); with dask arrays, the integer
+            column codes ``0 .. k-1``.
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights: a sample of weight ``w`` counts ``w`` times in
+            the class counts and log-feature sums (numpy input only).
 
         Returns
         -------
@@ -216,34 +265,45 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             The estimator's state is then left as it was.
         """
         self._check_params()
-        stats = self._statistics(scores, y)
+        stats, classes = self._statistics(scores, y, sample_weight)
         params = self._solve(stats)  # raises before any state is written
-        self._set_state(stats, params)
+        self._store(stats, classes, params)
+        self._check_feature_names(scores, reset=True)
         return self
 
     def partial_fit(
-        self, scores: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None
+        self,
+        scores: ArrayLike,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
     ) -> GenerativeDirichletCalibrator:
         """Add a chunk of data to the statistics and refit from all chunks so far.
 
         Fitting chunk by chunk gives the same result as :meth:`fit` on all
         rows at once (the statistics add up), so data larger than memory can
         be streamed. The first call fixes the number of classes from the score
-        columns; :meth:`fit` starts over.
+        columns and their labels (``classes``, the estimator's ``classes``
+        parameter, or those read from the first chunk's labels: pass
+        ``classes`` on the first call when that chunk lacks a class and the
+        labels are not column codes); :meth:`fit` starts over.
 
         The chunk's statistics are kept even when the refit raises because a
         class has no finite MLE yet (e.g. fewer than two of its samples seen
         so far): the fitted parameters are then removed until a later chunk
-        makes every class estimable (or use ``prior``).
+        makes every class estimable (or use ``prior``). A chunk that fails
+        validation changes nothing.
 
         Parameters
         ----------
         scores : array-like or dask array of shape (n_chunk, n_classes)
         y : array-like or dask array of shape (n_chunk,)
         classes : array-like of shape (n_classes,), optional
-            Accepted for scikit-learn's ``partial_fit`` signature; the classes
-            are always the score columns ``0 .. n_classes - 1``, so if given it
-            must hold codes among those.
+            The label of each score column, in column order (scikit-learn's
+            ``partial_fit`` signature). On later calls it must equal
+            ``classes_``.
+        sample_weight : array-like of shape (n_chunk,), optional
+            Frequency weights of the chunk's samples.
 
         Returns
         -------
@@ -258,18 +318,17 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
                 f"in earlier partial_fit calls (X has {shape[1]} features, but "
                 f"{type(self).__name__} is expecting {self.n_features_in_} features as input)"
             )
-        chunk = self._statistics(scores, y)
-        if classes is not None:
-            codes = np.asarray(classes)
-            if not (
-                codes.ndim == 1
-                and np.issubdtype(codes.dtype, np.integer)
-                and np.isin(codes, np.arange(chunk.n_classes)).all()
-            ):
+        if first:
+            given = classes if classes is not None else self.classes
+        else:
+            self._check_feature_names(scores, reset=False)
+            if classes is not None and not np.array_equal(np.asarray(classes), self.classes_):
                 raise ValueError(
-                    f"classes must be score-column codes in 0..{chunk.n_classes - 1}; got "
-                    f"{codes.tolist()!r}"
+                    f"classes={np.asarray(classes).tolist()!r} differs from classes_ "
+                    f"{self.classes_.tolist()!r} fixed by the first partial_fit call"
                 )
+            given = self.classes_
+        chunk, cls = self._statistics(scores, y, sample_weight, classes=given)
         if not first and chunk.n_classes != self.n_features_in_:  # inputs without .shape
             raise ValueError(
                 f"scores has {chunk.n_classes} columns but {self.n_features_in_} classes were "
@@ -282,18 +341,23 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         try:
             params = self._solve(stats)
         except ValueError:
-            self._set_state(stats, {})
+            self._store(stats, cls, {})
             for name in _PARAM_ATTRS:
                 self.__dict__.pop(name, None)
             raise
-        self._set_state(stats, params)
+        finally:
+            if first:
+                self._check_feature_names(scores, reset=True)
+        self._store(stats, cls, params)
         return self
 
-    def _set_state(self, stats: SufficientStatistics, params: dict[str, Any]) -> None:
+    def _store(
+        self, stats: SufficientStatistics, classes: NDArray[Any], params: dict[str, Any]
+    ) -> None:
         self.class_count_ = stats.counts
         self.feature_sum_ = stats.sums
         self.n_features_in_ = stats.n_classes
-        self.classes_ = np.arange(stats.n_classes)
+        self.classes_ = classes
         for name, value in params.items():
             setattr(self, name, value)
 

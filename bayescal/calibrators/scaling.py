@@ -28,7 +28,6 @@ from numpy.typing import ArrayLike
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_positive_int,
 )
@@ -102,6 +101,9 @@ class TemperatureScaler(_LogitScaler):
         the loss is convex, so a bound is returned exactly when the unbounded
         optimum lies beyond it (e.g. ``T -> 0`` on separable logits, or
         ``T -> inf`` on logits unrelated to the labels).
+    classes : array-like of shape (n_classes,), default=None
+        The label of each logit column, in column order; ``None`` reads them
+        from ``y`` (see :class:`~bayescal.DirichletCalibrator`).
 
     Attributes
     ----------
@@ -110,7 +112,7 @@ class TemperatureScaler(_LogitScaler):
     n_iter_ : int
         Newton iterations performed.
     classes_ : ndarray of shape (n_classes,)
-        ``0 .. k-1`` (label ``j`` is logit column ``j``).
+        The label of each logit column.
     fitted_ : bool
         Whether :meth:`fit` has been called.
     coef_ : ndarray of shape (n_classes, n_classes)
@@ -150,13 +152,21 @@ class TemperatureScaler(_LogitScaler):
     _feature_space = "log"
 
     def __init__(
-        self, max_iter: int = 200, tol: float = 1e-06, log_t_bounds: tuple = (-4.0, 4.0)
+        self,
+        max_iter: int = 200,
+        tol: float = 1e-06,
+        log_t_bounds: tuple = (-4.0, 4.0),
+        *,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.max_iter = max_iter
         self.tol = tol
         self.log_t_bounds = log_t_bounds
+        self.classes = classes
 
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> TemperatureScaler:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> TemperatureScaler:
         """Fit the temperature on held-out logits.
 
         Parameters
@@ -164,7 +174,9 @@ class TemperatureScaler(_LogitScaler):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated logits (for probabilities pass their log).
         y : array-like of shape (n_samples,)
-            True labels, integer codes ``0 .. n_classes - 1``.
+            True labels (see ``classes``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the log-loss terms.
 
         Returns
         -------
@@ -174,18 +186,16 @@ class TemperatureScaler(_LogitScaler):
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_nonnegative_float(self.tol, "tol", strict=True)
         lo, hi = _check_log_t_bounds(self.log_t_bounds)
-        x = self._features(scores, reset=True)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        data = self._fit_data(scores, y, sample_weight)
         res = fit_multinomial(
-            x, y, structure="scalar", max_iter=max_iter, tol=tol,
-            bounds=(np.exp(-hi), np.exp(-lo)), warn=False,
+            data.x, data.y, structure="scalar", max_iter=max_iter, tol=tol,
+            bounds=(np.exp(-hi), np.exp(-lo)), sample_weight=data.sample_weight, warn=False,
         )
         self._warn_unconverged(res)
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.temperature_ = float(1.0 / res.theta[0])
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
+        self._set_state(data, {
+            "coef_": res.W, "intercept_": res.b, "temperature_": float(1.0 / res.theta[0]),
+            "n_iter_": res.n_iter, "converged_": bool(res.converged),
+        })
         return self
 
     def transform(self, scores: ArrayLike) -> np.ndarray:
@@ -216,6 +226,8 @@ class TemperatureScaler(_LogitScaler):
                 "log_t_bounds": {"type": "array", "default": [-4.0, 4.0],
                                  "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
                                  "description": "Bounds (lo, hi) on log T, lo < hi."},
+                "classes": {"type": ["array", "null"], "default": None,
+                            "description": "Label of each logit column, in column order."},
             },
             "additionalProperties": False,
         }
@@ -248,6 +260,8 @@ class VectorScaler(_LogitScaler):
         it is validated (must be > 0).
     tol : float, default=1e-7
         Stop when the max-abs gradient of the mean log-loss is ``<= tol``.
+    classes : array-like of shape (n_classes,), default=None
+        As in :class:`TemperatureScaler`.
 
     Attributes
     ----------
@@ -292,13 +306,21 @@ class VectorScaler(_LogitScaler):
     _feature_space = "raw"
 
     def __init__(
-        self, max_iter: int = 500, learning_rate: float = 0.05, tol: float = 1e-07
+        self,
+        max_iter: int = 500,
+        learning_rate: float = 0.05,
+        tol: float = 1e-07,
+        *,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.tol = tol
+        self.classes = classes
 
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> VectorScaler:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> VectorScaler:
         """Fit the per-class scale and bias on held-out logits.
 
         Parameters
@@ -306,7 +328,9 @@ class VectorScaler(_LogitScaler):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated logits (for probabilities pass their log).
         y : array-like of shape (n_samples,)
-            True labels, integer codes ``0 .. n_classes - 1``.
+            True labels (see ``classes``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the log-loss terms.
 
         Returns
         -------
@@ -316,16 +340,14 @@ class VectorScaler(_LogitScaler):
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_nonnegative_float(self.tol, "tol", strict=True)
         check_nonnegative_float(self.learning_rate, "learning_rate", strict=True)
-        x = self._features(scores, reset=True)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
-        res = fit_multinomial(x, y, structure="diagonal", max_iter=max_iter, tol=tol, warn=False)
+        data = self._fit_data(scores, y, sample_weight)
+        res = fit_multinomial(data.x, data.y, structure="diagonal", max_iter=max_iter, tol=tol,
+                              sample_weight=data.sample_weight, warn=False)
         self._warn_unconverged(res)
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.weights_ = np.diag(res.W).copy()
-        self.bias_ = res.b.copy()
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
+        self._set_state(data, {
+            "coef_": res.W, "intercept_": res.b, "weights_": np.diag(res.W).copy(),
+            "bias_": res.b.copy(), "n_iter_": res.n_iter, "converged_": bool(res.converged),
+        })
         return self
 
     def transform(self, scores: ArrayLike) -> np.ndarray:
@@ -355,6 +377,8 @@ class VectorScaler(_LogitScaler):
                                   "description": "Unused by Newton's method (compatibility)."},
                 "tol": {"type": "number", "default": 1e-7, "exclusiveMinimum": 0,
                         "description": "Tolerance on the max-abs gradient."},
+                "classes": {"type": ["array", "null"], "default": None,
+                            "description": "Label of each logit column, in column order."},
             },
             "additionalProperties": False,
         }
