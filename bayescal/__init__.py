@@ -18,7 +18,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         ("BetaCalibrator", "BinningCalibrator", "DirichletCalibrator",
          "GenerativeDirichletCalibrator", "IsotonicCalibrator", "MatrixScaler",
-         "TemperatureScaler", "VectorScaler"),
+         "SigmoidCalibrator", "TemperatureScaler", "VectorScaler"),
         "bayescal.calibrators",
     ),
     "BayesianDirichletCalibrator": "bayescal.bayes",
@@ -114,6 +114,7 @@ __all__ = [
     "IsotonicCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
+    "SigmoidCalibrator",
     "TemperatureScaler",
     "VectorScaler",
     "__version__",

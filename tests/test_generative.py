@@ -78,7 +78,7 @@ def test_partial_fit_keeps_statistics_through_a_degenerate_chunk(data, fitted):
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
     with pytest.raises(ValueError, match=r"scores has 3 columns but 5 classes"):
         cal.partial_fit(np.full((2, 3), 1 / 3), [0, 1])
-    with pytest.raises(ValueError, match=r"classes must be score-column codes in 0..4"):
+    with pytest.raises(ValueError, match=r"differs from classes_ \[0, 1, 2, 3, 4\] fixed by"):
         cal.partial_fit(q[:10], y[:10], classes=["a", "b"])
 
 

@@ -38,7 +38,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_option,
     check_positive_int,
@@ -102,16 +101,16 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated probabilities (``input="probs"``) or logits.
         y : array-like of shape (n_samples,)
-            Integer labels ``0 .. n_classes - 1`` (column ``j`` is class ``j``).
+            Class labels (see ``classes``).
 
         Returns
         -------
         self
         """
         self._check_params()
-        x = self._features(scores, reset=True)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
-        self._fit_posterior(x, y)
+        data = self._fit_data(scores, y)  # validates everything; writes nothing
+        self._fit_posterior(data.x, data.y)
+        self._set_fit_data(data)
         post = self.idata_.posterior
         A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
         post["A"] = (("chain", "draw", "class_out", "class_in"), A)
@@ -251,7 +250,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     # -- persistence -------------------------------------------------------
     def _config(self) -> dict[str, Any]:
         params = {
-            key: (list(v) if isinstance(v, tuple) else v) for key, v in self.get_params().items()
+            key: (list(v) if isinstance(v, tuple) else np.asarray(v).tolist()
+                  if isinstance(v, np.ndarray) else v)
+            for key, v in self.get_params().items()
         }
         return {"class": type(self).__name__, "params": params}
 
@@ -266,10 +267,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         from bayescal import __version__
 
         config_json = json.dumps(self._config(), sort_keys=True)
+        classes_json = json.dumps(np.asarray(self.classes_).tolist())
         stats = self._stats | {"mode_W": self.coef_, "mode_b": self.intercept_}
-        self.model_id_ = self._model_id(config_json, stats)
+        self.model_id_ = self._model_id(config_json + classes_json, stats)
         attrs = {
             "bayescal_config": config_json,
+            "bayescal_classes": classes_json,
             "bayescal_version": __version__,
             "bayescal_model_id": self.model_id_,
             "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
@@ -328,7 +331,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             if key.startswith("bayescal_")
         }
         config_json = json.dumps(est._config(), sort_keys=True)
-        if est._model_id(config_json, stats) != attrs.get("bayescal_model_id"):
+        classes_json = attrs.get("bayescal_classes", "")
+        if est._model_id(config_json + classes_json, stats) != attrs.get("bayescal_model_id"):
             raise ValueError(
                 f"{path}: model id mismatch (stored {attrs.get('bayescal_model_id')!r}); "
                 "the file was modified or is corrupt"
@@ -340,7 +344,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         est._stats = stats
         k = est.coef_.shape[0]
         est.n_features_in_ = k
-        est.classes_ = np.arange(k)
+        est.classes_ = np.asarray(json.loads(classes_json)) if classes_json else np.arange(k)
         est.diagnostics_ = {}
         prior = json.loads(attrs["bayescal_prior"])
         est.prior_ = (DirLinPrior if "sd_W" in prior else DirGenPrior).from_dict(prior)
@@ -390,6 +394,10 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         Probability floor of the log features.
     target_accept : float, default=0.8
         NUTS target acceptance rate.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order; ``None`` reads them
+        from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
+        is saved with the posterior.
 
     Attributes
     ----------
@@ -426,6 +434,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.prior = prior
         self.reg_lambda = reg_lambda
@@ -439,6 +448,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.classes = classes
 
     def _check_params(self) -> None:
         check_option(self.prior, "prior", ("odir", "l2"))
@@ -482,7 +492,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                 f"the evidence needs a proper prior: use prior='l2'; got prior={self.prior!r}"
             )
         x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
         penalty = self._penalty(x.shape[1])
         res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
         return dirlin_log_evidence(x, y, penalty, res.W, res.b)
@@ -560,7 +570,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         Mean and sd of the Normal prior on every ``ln alpha``.
     pi_prior : float > 0, default=1.0
         Symmetric Dirichlet concentration of the class priors.
-    draws, tune, chains, sampler, random_seed, input, eps, target_accept
+    draws, tune, chains, sampler, random_seed, input, eps, target_accept, classes
         As in :class:`BayesianDirichletCalibrator`.
 
     Attributes
@@ -592,6 +602,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.alpha_prior = alpha_prior
         self.pi_prior = pi_prior
@@ -603,6 +614,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.classes = classes
 
     def _prior(self) -> DirGenPrior:
         ap = self.alpha_prior
