@@ -1,4 +1,4 @@
-"""One place for what differs between the two supported ArviZ stacks.
+"""One place for what differs between the two supported PyMC / ArviZ stacks.
 
 bayescal supports
 
@@ -34,7 +34,14 @@ What differs, and the shim that hides it:
 * :func:`summary`: the same ``ci_prob`` HDI on both (1.x defaults to an 89 %
   equal-tailed interval, columns ``eti89_lb``, ``eti89_ub``);
 * :func:`to_netcdf`, :func:`from_netcdf`: the engine named explicitly (1.x
-  does not install one) and the file read eagerly on both.
+  does not install one) and the file read eagerly on both;
+* sampler options, :func:`numpyro_options`: NumPyro's settings go through
+  ``nuts_sampler_kwargs`` (with a nested ``nuts_kwargs``) in PyMC 5 and one
+  flat ``nuts={...}`` in PyMC 6; :func:`nutpie_low_rank`: nutpie renamed
+  ``low_rank_modified_mass_matrix=True`` to ``adaptation="low_rank"`` (0.16.x).
+
+The PyTensor back end (C with BLAS on PyTensor 2, Numba on PyTensor 3) is set
+up in :mod:`bayescal.bayes._backend`.
 
 Assigning a variable into a group (``idata.posterior["A"] = (dims, values)``)
 is the pitfall this module exists for: on an ``xarray.Dataset`` it adds the
@@ -57,6 +64,9 @@ from bayescal.bayes._backend import import_arviz
 __all__ = [
     "NETCDF_ENGINE",
     "arviz_major",
+    "pymc_major",
+    "numpyro_options",
+    "nutpie_low_rank",
     "ess",
     "from_datasets",
     "from_dict",
@@ -78,6 +88,36 @@ NETCDF_ENGINE = "h5netcdf"
 def arviz_major() -> int:
     """Major version of the installed ArviZ (0 or 1), read without importing it."""
     return int(importlib.metadata.version("arviz").split(".")[0])
+
+
+def pymc_major() -> int:
+    """Major version of the installed PyMC (5 or 6), read without importing it."""
+    return int(importlib.metadata.version("pymc").split(".")[0])
+
+
+def numpyro_options(*, chain_method: str, dense_mass: bool) -> dict[str, Any]:
+    """Keyword arguments of ``pm.sample(nuts_sampler="numpyro", ...)`` for these settings.
+
+    Parameters
+    ----------
+    chain_method : {"parallel", "vectorized"}
+        How NumPyro runs the chains (one device each, or batched on one).
+    dense_mass : bool
+        Adapt a dense mass matrix.
+    """
+    if pymc_major() >= 6:
+        return {"nuts": {"chain_method": chain_method, "dense_mass": dense_mass}}
+    return {"nuts_sampler_kwargs": {"chain_method": chain_method,
+                                    "nuts_kwargs": {"dense_mass": dense_mass}}}
+
+
+def nutpie_low_rank(sample: Any) -> dict[str, Any]:
+    """Keyword arguments of ``nutpie.sample`` (passed as ``sample``) for a low-rank mass matrix."""
+    import inspect
+
+    if "adaptation" in inspect.signature(sample).parameters:
+        return {"adaptation": "low_rank"}
+    return {"low_rank_modified_mass_matrix": True}
 
 
 def is_datatree(idata: Any) -> bool:
