@@ -2,24 +2,25 @@
 
 nutpie and NumPyro are the optional extra ``[fast]``: required under
 ``make test`` (``BAYESCAL_REQUIRE_EXTRAS=1``), skipped with a reason elsewhere.
-Budget: small k = 3 posteriors, 2 chains x (300 tune + 300 draws).
+Budget: small k = 3 posteriors, 2 chains x (300 tune + 500 draws).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
 from _extras import import_extra
 
 from bayescal import BayesianDirichletCalibrator, BayesianGenerativeCalibrator, make_dirgen
-from bayescal.bayes import _compat
+from bayescal.bayes import SamplingWarning, _compat
 from bayescal.bayes._backend import import_pymc
 
 K = 3
 LAM, MU = 0.5, 0.2
-SHORT = {"draws": 300, "tune": 300, "chains": 2, "random_seed": 11, "progressbar": False}
+SHORT = {"draws": 500, "tune": 300, "chains": 2, "random_seed": 11, "progressbar": False}
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,11 @@ def test_fast_mcmc_samplers_match_laplace(sampler, module, data, laplace_fit, tm
     import_extra(module, "fast")
     q, y = data
     est = BayesianDirichletCalibrator(reg_lambda=LAM, reg_mu=MU, sampler=sampler, **SHORT)
-    est.fit(q, y)
-    _check_posterior(est, 2 * 300)
+    with warnings.catch_warnings():
+        # a short run, judged by the asserts below (R-hat < 1.05), not the 1.01 of production
+        warnings.simplefilter("ignore", SamplingWarning)
+        est.fit(q, y)
+    _check_posterior(est, 2 * 500)
     assert "sample_stats" in _compat.group_names(est.idata_)
     d = est.diagnostics_
     assert d["r_hat_max"] < 1.05 and d["divergences"] == 0, d
@@ -75,7 +79,7 @@ def test_advi_gives_one_chain_of_draws(data, laplace_fit):
     q, y = data
     est = BayesianDirichletCalibrator(reg_lambda=LAM, reg_mu=MU, sampler="advi", **SHORT)
     est.fit(q, y)
-    _check_posterior(est, 2 * 300)
+    _check_posterior(est, 2 * 500)
     assert est.idata_.posterior.sizes["chain"] == 1
     assert est.diagnostics_ == {}
     # mean-field ADVI: the map is close, not exact

@@ -64,9 +64,6 @@ from bayescal.bayes._backend import import_arviz
 __all__ = [
     "NETCDF_ENGINE",
     "arviz_major",
-    "pymc_major",
-    "numpyro_options",
-    "nutpie_low_rank",
     "ess",
     "from_datasets",
     "from_dict",
@@ -75,6 +72,9 @@ __all__ = [
     "group_names",
     "hdi",
     "is_datatree",
+    "numpyro_options",
+    "nutpie_low_rank",
+    "pymc_major",
     "rhat",
     "set_group",
     "summary",
@@ -124,7 +124,8 @@ def is_datatree(idata: Any) -> bool:
     """Whether ``idata`` is an ``xarray.DataTree`` (ArviZ 1.x) rather than InferenceData."""
     import xarray as xr
 
-    return isinstance(idata, xr.DataTree)
+    tree = getattr(xr, "DataTree", None)  # xarray >= 2024.10
+    return tree is not None and isinstance(idata, tree)
 
 
 def from_dict(
