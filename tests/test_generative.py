@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _extras import import_extra
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
@@ -102,9 +103,8 @@ def test_class_permutation_permutes_the_fit(data, fitted):
 
 
 def test_dask_fit_equals_numpy_fit(data, fitted):
-    # dask is a declared optional dependency ([dask] extra) and CI installs it;
-    # the skip only protects a bare install.
-    da = pytest.importorskip("dask.array", reason="dask is an optional dependency")
+    # dask is a declared optional dependency ([dask] extra); make test requires it
+    da = import_extra("dask.array", "dask")
     q, y, _, _ = data
     qd = da.from_array(q, chunks=(13_000, 5))
     cal = GenerativeDirichletCalibrator(prior=None).fit(qd, da.from_array(y, chunks=9_000))
@@ -233,7 +233,7 @@ def test_fit_on_real_network_outputs_is_the_mle(dnn_cifar10):
 def test_dask_fit_never_materialises_the_array(data, fitted, monkeypatch):
     """The statistics come from one compute of a (k, k+1) result; the scores are
     never turned into one numpy array on the client."""
-    da = pytest.importorskip("dask.array", reason="dask is an optional dependency")
+    da = import_extra("dask.array", "dask")
     q, y, _, _ = data
     qd = da.from_array(q, chunks=(20_000, 5))
     calls = []
