@@ -204,6 +204,46 @@ def _check_ensemble(state: dict[str, Any], params: dict[str, Any], where: str) -
             )
 
 
+def _ovr_maps(state: dict[str, Any]) -> int:
+    for name in ("coef_", "x_thresholds_", "bin_edges_"):
+        if name in state:
+            return len(state[name])
+    return 0
+
+
+def _check_ovr_maps(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
+    """At least one binary map (the count against k is checked on load by the estimator)."""
+    del params
+    m = _ovr_maps(state)
+    if m < 1:
+        raise ValueError(f"{where}: no binary maps")
+
+
+def _check_isotonic(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
+    _check_ovr_maps(state, params, where)
+    xs, ys = state["x_thresholds_"], state["y_thresholds_"]
+    if len(xs) != len(ys):
+        raise ValueError(f"{where}: x_thresholds_ and y_thresholds_ hold {len(xs)} and "
+                         f"{len(ys)} maps")
+    for j, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        if x.shape != y.shape:
+            raise ValueError(f"{where}: map {j} has {x.size} x and {y.size} y thresholds")
+        _check_increasing({"x": x, "y": y}, f"{where}: map {j}")
+
+
+def _check_binning(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
+    _check_ovr_maps(state, params, where)
+    edges, values = state["bin_edges_"], state["bin_values_"]
+    if len(edges) != len(values):
+        raise ValueError(f"{where}: bin_edges_ and bin_values_ hold {len(edges)} and "
+                         f"{len(values)} maps")
+    for j, (e, v) in enumerate(zip(edges, values, strict=True)):
+        if v.size != e.size + 1:
+            raise ValueError(f"{where}: map {j} has {e.size} inner edges but {v.size} values "
+                             f"(one more than the edges is required)")
+        _check_edges({"edges": e}, f"{where}: map {j}")
+
+
 def _dirichlet_fit_class() -> Any:
     from bayescal.dirichlet import DirichletFit
 
@@ -339,39 +379,39 @@ STATE_SCHEMAS: Mapping[str, StateSchema] = MappingProxyType({
         describe="calibrated = softmax(W x + b), W = alpha - 1, b_j = ln pi_j + lnGamma(sum_i "
                  "alpha_ji) - sum_i lnGamma(alpha_ji) from fitted.alpha_, fitted.pi_, with {x}",
     ),
+    "SigmoidCalibrator": StateSchema(
+        fields=_record(coef_=_f("float", "maps", 2), n_iter_=_f("int", minimum=0)),
+        check=_check_ovr_maps,
+        describe="one-vs-rest Platt scaling, g_j(s) = sigmoid(a s + b) with (a, b) = "
+                 "fitted.coef_[j] and s = q_j (the logit z_j with input='logits'); calibrated "
+                 "p_j = g_j / sum_l g_l (two classes: one map for class 1, p_0 = 1 - p_1)",
+    ),
     "BetaCalibrator": StateSchema(
-        fields=_record(coef_=_f("float", "k", 3)),
-        derived=("estimators_",),
-        restore=lambda est, s, k: {"estimators_": [row.copy() for row in s["coef_"]]},
+        fields=_record(coef_=_f("float", "maps", 3), n_iter_=_f("int", minimum=0)),
+        check=_check_ovr_maps,
         describe="one-vs-rest beta calibration, g_j(s) = sigmoid(a ln s - b ln(1 - s) + c) with "
                  "(a, b, c) = fitted.coef_[j] and s = q_j clipped to [eps, 1 - eps]; "
-                 "calibrated p_j = g_j(q_j) / sum_l g_l(q_l)",
+                 "calibrated p_j = g_j / sum_l g_l (two classes: one map for class 1)",
     ),
     "IsotonicCalibrator": StateSchema(
-        fields=_record(thresholds=Field("list", length="k", item=Field(
-            "record", check=_check_increasing,
-            fields=_record(x=_f("float", "m"), y=_f("float", "m", minimum=0.0, maximum=1.0)),
-        ))),
-        derived=("estimators_",),
-        dump=lambda est: {"thresholds": [{"x": e.X_thresholds_, "y": e.y_thresholds_}
-                                         for e in est.estimators_]},
-        restore=lambda est, s, k: {"estimators_": [est._fit_binary(t["x"], t["y"])
-                                                   for t in s["thresholds"]]},
-        describe="one-vs-rest isotonic regression: g_j interpolates fitted.thresholds[j] "
-                 "(constant outside it); calibrated p_j = g_j(q_j) / sum_l g_l(q_l)",
+        fields=_record(
+            x_thresholds_=Field("list", item=_f("float", "m")),
+            y_thresholds_=Field("list", item=_f("float", "m", minimum=0.0, maximum=1.0)),
+        ),
+        check=_check_isotonic,
+        describe="one-vs-rest isotonic regression: g_j interpolates (fitted.x_thresholds_[j], "
+                 "fitted.y_thresholds_[j]) (constant outside); calibrated p_j = g_j / sum_l g_l "
+                 "(two classes: one map for class 1)",
     ),
     "BinningCalibrator": StateSchema(
-        fields=_record(bins=Field("list", length="k", item=Field(
-            "record", check=_check_edges,
-            fields=_record(edges=_f("float", "m"),
-                           values=_f("float", "m+1", minimum=0.0, maximum=1.0)),
-        ))),
-        derived=("estimators_",),
-        dump=lambda est: {"bins": [{"edges": e, "values": v} for e, v in est.estimators_]},
-        restore=lambda est, s, k: {"estimators_": [(b["edges"], b["values"]) for b in s["bins"]]},
-        describe="one-vs-rest histogram binning: g_j(s) = fitted.bins[j].values[i] for s in bin "
-                 "i of fitted.bins[j].edges (inner edges, right-closed); "
-                 "calibrated p_j = g_j(q_j) / sum_l g_l(q_l)",
+        fields=_record(
+            bin_edges_=Field("list", item=_f("float", "m")),
+            bin_values_=Field("list", item=_f("float", "m", minimum=0.0, maximum=1.0)),
+        ),
+        check=_check_binning,
+        describe="one-vs-rest histogram binning: g_j(s) = fitted.bin_values_[j][i] for s in bin "
+                 "i of fitted.bin_edges_[j] (inner edges, right-closed); calibrated "
+                 "p_j = g_j / sum_l g_l (two classes: one map for class 1)",
     ),
     "BayesianDirichletCalibrator": StateSchema(
         fields=_record(model_id_=_f("str", check=_check_model_id)),

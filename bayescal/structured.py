@@ -240,31 +240,48 @@ def _evidence_strengths(
                                sample_weight=sw, max_iter=max_iter, tol=tol, warn=False), pen
 
     n_iter = newton = 0
-    previous = -np.inf
+    best: tuple[float, dict[str, float], FitResult, dict[str, float]] | None = None
+    accel = dict.fromkeys(joint, 1.0)
+    last = dict.fromkeys(joint, 0.0)
     for n_iter in range(1, EVIDENCE_MAX_ITER + 1):  # noqa: B007 -- reported
         fit, pen = fit_at(cur, init)
-        init = fit
         newton += fit.n_iter
         prob = _make_problem(x, y, structure, pen, sw)
         D = n * prob.pen_diag
         var, logdet = _posterior_variances(prob, fit.theta, n)
         evidence = -n * fit.loss + 0.5 * float(np.sum(np.log(D))) - 0.5 * logdet
-        if evidence - previous <= EVIDENCE_ATOL:
-            break  # on a ridge of the evidence the strengths no longer matter
-        previous = evidence
+        if best is not None and evidence < best[0]:
+            if max(accel.values()) > 1.0:  # an accelerated step overshot: plain step instead
+                cur, init = dict(best[3]), best[2]
+                accel = dict.fromkeys(joint, 1.0)
+                last = dict.fromkeys(joint, 0.0)
+                continue
+            break  # MacKay's plain step lowered the evidence: keep the best point
+        rise = np.inf if best is None else evidence - best[0]
         dev2 = (fit.theta - prob.pen_center) ** 2
-        moved = 0.0
+        plain = dict(cur)
         for o, m in joint.items():
             gamma = max(float(np.sum(1.0 - D[m] * var[m])), 0.0)
             fitted = float(np.sum(D[m] * dev2[m]))
-            upd = float(np.clip(cur[o] * gamma / fitted, lo, hi)) if fitted > 0 else hi
-            moved = max(moved, abs(np.log(upd / cur[o])))
-            cur[o] = upd
+            plain[o] = float(np.clip(cur[o] * gamma / fitted, lo, hi)) if fitted > 0 else hi
+        best = (evidence, dict(cur), fit, plain)
+        init = fit
+        if rise <= EVIDENCE_ATOL:
+            break  # on a ridge of the evidence the strengths no longer matter
+        moved = 0.0
+        for o in joint:
+            step = float(np.log(plain[o] / cur[o]))
+            moved = max(moved, abs(step))
+            # a group heading steadily one way (often to a bound) doubles its step
+            accel[o] = min(2.0 * accel[o], 16.0) if step * last[o] > 0 else 1.0
+            last[o] = step
+            cur[o] = float(np.clip(cur[o] * np.exp(accel[o] * step), lo, hi))
         if moved <= np.log1p(EVIDENCE_RTOL):
             break
-    fit, _ = fit_at(cur, init)
+    assert best is not None
+    cur, fit = best[1], best[2]
     # n_iter of the result: every Newton iteration spent on the full data
-    fit = dataclasses.replace(fit, n_iter=newton + fit.n_iter)
+    fit = dataclasses.replace(fit, n_iter=newton)
     return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter
 
 
