@@ -741,7 +741,8 @@ def _named_draws(
             out[v] = (values.reshape(values.shape[:2] + (-1,)), labels)
         return out
     if isinstance(draws, Mapping):
-        names = list(var_names) if var_names is not None else list(draws)
+        names = list(var_names) if var_names is not None else (
+            ["W"] if "W" in draws else list(draws))
         missing = [v for v in names if v not in draws]
         if missing:
             raise ValueError(f"variables {missing} are not in draws; it has {list(draws)}")
@@ -791,7 +792,9 @@ def _arviz_forest(dataset: Any, *, hdi_prob: float, diagnostics: bool, axes: Any
                          figure_kwargs={"figsize": figsize,
                                         "width_ratios": [1.5, 3, 1, 1][: len(columns)]})
     if diagnostics:
-        for name, values in (("ess", dataset.azstats.ess()), ("r_hat", dataset.azstats.rhat())):
+        # the statistics arviz 0.x's plot_forest shows: method "identity" (no rank normalisation)
+        for name, values in (("ess", dataset.azstats.ess(method="identity")),
+                             ("r_hat", dataset.azstats.rhat(method="identity"))):
             pc.map(azp.visuals.scatter_x, name, data=values, coords={"column": name},
                    color="C0")
     return np.array([pc.get_target(None, {"column": c}) for c in columns[1:]], dtype=object)
@@ -814,9 +817,12 @@ def forest_plot(
     scalar parameter, with the posterior median (dot), the interquartile
     range (thick line) and the ``level`` highest-density interval (thin
     line). For posterior samples from several chains, two more columns show
-    each parameter's effective sample size (ESS) and R-hat
-    (:func:`arviz.ess`, :func:`arviz.rhat`; R-hat near 1 and ESS in the
-    hundreds mean the chains agree). With more than ``max_rows`` scalars,
+    each parameter's effective sample size (ESS) and R-hat, as ArviZ's forest
+    plot computes them (:func:`arviz.ess` and :func:`arviz.rhat` with
+    ``method="identity"``, i.e. without rank normalisation; the
+    rank-normalised values are in ``arviz.summary`` and a Bayesian
+    calibrator's ``summary()``). R-hat near 1 and ESS in the hundreds mean
+    the chains agree. With more than ``max_rows`` scalars,
     the ``max_rows`` with the largest ``|mean|`` are drawn, in their original
     order, and the title says so.
 
