@@ -217,8 +217,9 @@ def _draw_reliability_panel(
         if hist_ax is not None:
             more = hist_ax.get_legend_handles_labels()
             handles, labels = handles + more[0], labels + more[1]
-        ax.legend(handles, labels, loc="upper left", fontsize=7, title=note, title_fontsize=7,
-                  frameon=False, alignment="left")
+        # below the panel, where it hides no data
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(-0.02, -0.13), ncols=2,
+                  fontsize=7, title=note, title_fontsize=7, frameon=False, alignment="left")
     else:
         ax.text(0.03, 0.97, note, transform=ax.transAxes, va="top", ha="left", fontsize=7)
     return hist_ax
