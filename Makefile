@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 PYTENSOR_CACHE ?= $(HOME)/.cache/bayescal/pytensor
 export PYTENSOR_FLAGS ?= base_compiledir=$(PYTENSOR_CACHE)
 
-.PHONY: demo test lint install clean docs bench
+.PHONY: demo test lint install clean docs docs-check bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,15 @@ test: $(STAMP) lint
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+# The built site and the demo report as a reader sees them, offline: headless
+# Chromium (apt-get install chromium chromium-driver) loads every page, checks
+# that math is typeset, no code is cut off and every image shows, and writes a
+# screenshot of each page to docs/_build/screenshots/ (see docs/check_site.py).
+docs-check: docs
+	$(BIN)/bayescal demo --report docs/_build/demo-report --no-progress > /dev/null
+	$(BIN)/python docs/check_site.py --html docs/_build/html \
+		--report docs/_build/demo-report/report.html --screenshots docs/_build/screenshots
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis docs/_build docs/api/generated

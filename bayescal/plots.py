@@ -107,7 +107,7 @@ class ReliabilityDisplay:
     bands : ReliabilityBands or None
         The band drawn (consistency or posterior), for all classes.
     histograms : ndarray of Axes or None
-        The twin axes (right y-axis: count) holding each panel's histogram of
+        The inset axes (right y-axis: count) holding each panel's histogram of
         scores per bin, parallel to ``axes``; ``None`` with ``histogram=False``.
     """
 
@@ -151,7 +151,7 @@ def _panel_axes(n_panels: int, ax: Any, fig: Any, size: float = 2.7) -> tuple[An
     ncols = int(np.ceil(np.sqrt(n_panels)))
     nrows = int(np.ceil(n_panels / ncols))
     if fig is None:
-        fig = _pyplot().figure(figsize=(size * ncols, size * nrows), layout="constrained")
+        fig = _pyplot().figure(figsize=(size * ncols, size * nrows), layout="compressed")
     grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for extra in grid[n_panels:]:
         extra.remove()
@@ -177,31 +177,32 @@ def _draw_reliability_panel(
     predicted probability, observed frequency), joined by a line as in
     scikit-learn's :class:`~sklearn.calibration.CalibrationDisplay`; the band
     as one shaded rectangle per non-empty bin, spanning the bin and its band;
-    the number of scores per bin as grey bars on a twin y-axis (right, "count")
-    whose range is four times the largest count, so the histogram fills the
-    bottom quarter of the panel.
+    the number of scores per bin as grey bars on an inset axes over the bottom
+    quarter of the panel (count on its right axis), drawn beneath the curve.
 
     Artists added to ``ax``: two Line2D (diagonal, observed frequency), one
     BarContainer of the band (if any), one Text (the note, unless it goes in
-    the legend's title). Returns the twin axes of the histogram (or ``None``).
+    the legend's title). Returns the inset axes of the histogram (or ``None``).
     """
     nonempty = table.counts > 0
     left, width = table.edges[:-1], np.diff(table.edges)
     hist_ax = None
     if histogram:
-        hist_ax = ax.twinx()
+        # an inset over the bottom quarter of the panel, below the curve (zorder < lines)
+        hist_ax = ax.inset_axes([0.0, 0.0, 1.0, 0.25], sharex=ax, zorder=0.9)
         hist_ax.bar(left[nonempty], table.counts[nonempty], width=width[nonempty], align="edge",
                     color="0.55", alpha=0.45, linewidth=0, label="count per bin (right axis)")
         top = int(table.counts.max())
-        hist_ax.set_ylim(0, 4 * max(top, 1))
+        hist_ax.set_ylim(0, max(top, 1))
+        hist_ax.patch.set_visible(False)
+        hist_ax.yaxis.tick_right()
+        hist_ax.yaxis.set_label_position("right")
         hist_ax.set_yticks([0, top])
         hist_ax.tick_params(axis="y", labelsize=7, colors="0.35")
-        hist_ax.set_ylabel("count", fontsize=7, color="0.35", labelpad=-2)
-        for side in ("top", "right"):
+        hist_ax.tick_params(axis="x", bottom=False, labelbottom=False)
+        hist_ax.set_ylabel("count", fontsize=7, color="0.35", labelpad=1)
+        for side in ("top", "left", "bottom"):
             hist_ax.spines[side].set_visible(False)
-        # the reliability curve is drawn above the histogram
-        ax.set_zorder(hist_ax.get_zorder() + 1)
-        ax.patch.set_visible(False)
     if band is not None:
         low, high = band
         ok = nonempty & np.isfinite(low) & np.isfinite(high)
@@ -211,7 +212,7 @@ def _draw_reliability_panel(
     ax.plot(table.mean_confidence[nonempty], table.accuracy[nonempty], "o-", color="C0",
             markersize=3.5, linewidth=1.2, label="observed frequency")
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel=xlabel, ylabel=ylabel, title=title)
-    ax.set_box_aspect(1)  # square panel (also for the twin axes of the histogram)
+    ax.set_box_aspect(1)  # a square panel
     if legend:
         handles, labels = ax.get_legend_handles_labels()
         if hist_ax is not None:
@@ -352,7 +353,8 @@ def reliability_diagram(
         Probability covered by each band.
     n_resamples : int, default=1000
     histogram : bool, default=True
-        Draw the number of scores per bin as a histogram on a twin y-axis.
+        Draw the number of scores per bin as a histogram along the bottom of
+        each panel (inset axes, count on the right).
     classes : sequence of int, optional
         Classes to draw with ``kind="classwise"``. Default: all classes when
         ``k <= max_classes``, else the ``max_classes`` most frequent in ``y``.
@@ -907,8 +909,9 @@ def forest_plot(
             wanted = "three Axes (interval, ESS, R-hat)" if diagnostics else "one Axes"
             raise ValueError(f"ax must be {wanted}; got {len(axes)}")
     figsize = (7.0 if diagnostics else 5.0, 1.3 + 0.22 * n_rows)
-    out = _arviz_forest(dataset, hdi_prob=level, diagnostics=diagnostics, axes=axes,
-                        figsize=figsize)
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws have no R-hat
+        out = _arviz_forest(dataset, hdi_prob=level, diagnostics=diagnostics, axes=axes,
+                            figsize=figsize)
     if reference is not None:
         out[0].axvline(float(reference), color="0.5", linestyle=":", linewidth=1)
     subset = f", {n_rows} of {len(flat)} with largest |mean|" if n_rows < len(flat) else ""

@@ -140,7 +140,7 @@ def reliability_png(y: ArrayLike, proba: ArrayLike, *, title: str, n_bins: int =
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.6, 5.4), layout="constrained")
+    fig = Figure(figsize=(4.6, 5.4), layout="compressed")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _draw_reliability(ax, y, proba, n_bins=n_bins, title=title)

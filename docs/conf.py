@@ -65,6 +65,7 @@ numpydoc_xref_aliases = {
     "ndarray": "numpy.ndarray",
     "Generator": "numpy.random.Generator",
     "InferenceData": "arviz.InferenceData",
+    "arviz.InferenceData": "arviz.InferenceData",
     "Axes": "matplotlib.axes.Axes",
     "Figure": "matplotlib.figure.Figure",
     "ReliabilityTable": "bayescal.metrics.ReliabilityTable",
