@@ -39,7 +39,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "_api_optional.rst"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
 # -- notebooks: executed at build time, cached between builds -----------------
 nb_execution_mode = "cache"
