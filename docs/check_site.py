@@ -340,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                         default=ROOT / "docs" / "_build" / "screenshots")
     parser.add_argument("--no-browser", action="store_true", help="only the HTML checks")
     args = parser.parse_args(argv)
+    args.html = args.html.resolve()
+    if args.report is not None:
+        args.report = args.report.resolve()
     if not (args.html / "index.html").is_file():
         print(f"no built documentation in {args.html}; run make docs", file=sys.stderr)
         return 2
