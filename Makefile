@@ -42,7 +42,7 @@ stack_check = import importlib.metadata as m, sys; \
   print("stack: Python", sys.version.split()[0], " ".join(f"{d} {x}" for d, x in v.items())); \
   sys.exit(0 if v["pymc"].startswith("$(1).") else f"expected PyMC $(1).x in {sys.prefix}")
 
-.PHONY: demo test test-pymc5 test-pymc6 lint install install-new clean docs
+.PHONY: demo test test-pymc5 test-pymc6 lint install install-new clean docs docs-check bench
 
 $(BIN)/python:
 	@py="$(PYTHON)"; [ -n "$$py" ] || py=$$(.ci/find-python 3.11) || exit 1; \
@@ -85,6 +85,15 @@ test-pymc6: $(STAMP_NEW)
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+# The built site and the demo report as a reader sees them, offline: headless
+# Chromium (apt-get install chromium chromium-driver) loads every page, checks
+# that math is typeset, no code is cut off and every image shows, and writes a
+# screenshot of each page to docs/_build/screenshots/ (see docs/check_site.py).
+docs-check: docs
+	$(BIN)/bayescal demo --report docs/_build/demo-report --no-progress > /dev/null
+	$(BIN)/python docs/check_site.py --html docs/_build/html \
+		--report docs/_build/demo-report/report.html --screenshots docs/_build/screenshots
 
 clean:
 	rm -rf $(VENV) $(VENV_NEW) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis docs/_build docs/api/generated
