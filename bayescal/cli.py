@@ -303,10 +303,7 @@ def _demo(args: argparse.Namespace) -> int:
         except (ImportError, ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
             problems.append(f"{clf_name} / {method} not run: {type(exc).__name__}: {exc}")
             continue
-        image = None
-        if method == "dirichlet-odir":
-            image = f"{clf_name} - {method}.png".replace(" ", "_")
-        report.add(y_te, p, image=image, classifier=clf_name, method=method)
+        report.add(y_te, p, classifier=clf_name, method=method)
     report.notes.extend(problems)
     print(report.table())
     for line in problems:
@@ -337,6 +334,7 @@ methods:
 {methods}
 
 examples:
+  bayescal fit val.npz -o model.json          # the recommended default: --method dirichlet
   bayescal fit val.npz --method temperature -o temp.json
   bayescal fit val.csv --label-column target --method dirichlet-l2 -o model.json
   bayescal fit logits.npy --input logits --labels y.npy --method vector -o vec.json
@@ -416,8 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit = command("fit", "fit a calibrator and save it as JSON",
                   "Fit a calibrator on held-out scores and labels and save it as a model file.")
     scores_options(fit)
-    fit.add_argument("--method", required=True, type=_method, metavar="METHOD",
-                     help="calibration method (listed below)")
+    fit.add_argument("--method", default="dirichlet", type=_method, metavar="METHOD",
+                     help="calibration method (listed below; default: dirichlet, the "
+                          "recommended one)")
     fit.add_argument("--param", action="append", metavar="NAME=VALUE",
                      help="estimator parameter (JSON value), e.g. --param reg_lambda=0.01")
     fit.add_argument("-o", "--output", required=True, metavar="MODEL.json",
