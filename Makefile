@@ -22,7 +22,9 @@ BIN_NEW    := $(VENV_NEW)/bin
 STAMP      := $(VENV)/.installed
 STAMP_NEW  := $(VENV_NEW)/.installed
 
-PYTEST_ARGS ?=
+# Two pytest-xdist workers (the CI machine has two cores); the docs build and
+# the notebook tests that read it share one worker (xdist_group "docs").
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 # PyTensor (Bayesian models): one compile cache reused by test, demo, bench and
 # CI runs, so a model compiles once per machine (C code on PyTensor 2, Numba on

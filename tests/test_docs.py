@@ -17,7 +17,8 @@ import pytest
 
 from tests._docs_build import ROOT, build_docs, check_site
 
-pytestmark = pytest.mark.slow
+# one docs build per session: under pytest-xdist both files run on the same worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
 
 
 @pytest.fixture(scope="module")
