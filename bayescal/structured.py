@@ -32,14 +32,18 @@ Choosing the strengths (``"auto"``) takes two steps, both cheap:
    :func:`bayescal.optimize.log_evidence` over the strengths.
 2. **A one-standard-error check towards temperature scaling.** The evidence
    is an asymptotic argument: on small or near-separable calibration sets it
-   can prefer a map that predicts worse than temperature scaling. So the
-   strengths found are multiplied by each of ``(inf, 100, 10, 1)`` (``inf`` is
-   temperature scaling itself) and each point of that path is scored by
-   ``cv``-fold cross-validation (each fold refits its own temperature, fits
-   warm-started along the path). The strongest point whose held-out log-loss
-   is within one standard error of the best (the standard error of the
-   paired per-sample differences) is kept, so the fit moves away from
-   temperature scaling only when the held-out data support it.
+   can prefer a map that predicts worse than temperature scaling, and its
+   Gaussian reading can pin a group (often the off-diagonal) that held-out
+   data would use. So the strengths found are multiplied by each of
+   ``(inf, 100, 10, 1)`` (``inf`` is temperature scaling itself), and every
+   strength is also set alike to each of ``(10, 1, 0.1)``; each candidate is
+   scored by ``cv``-fold cross-validation (each fold refits its own
+   temperature, fits warm-started along each path). The first candidate in
+   that order whose held-out log-loss is within one standard error of the
+   best (the standard error of the paired per-sample differences; two for
+   the tied strengths, which leave the evidence's shape) is kept, so the fit
+   moves away from temperature scaling only when the held-out data support
+   it.
 
 References
 ----------
@@ -78,6 +82,7 @@ from bayescal.optimize import (
 
 __all__ = [
     "PATH_MULTIPLIERS",
+    "TIED_STRENGTHS",
     "STRENGTH_BOUNDS",
     "StructuredFit",
     "check_cv_param",
@@ -86,6 +91,7 @@ __all__ = [
     "fit_structured",
     "fit_temperature_scale",
     "one_standard_error",
+    "path_candidates",
     "structured_penalty",
     "temperature_result",
 ]
@@ -95,6 +101,11 @@ Array = NDArray[np.float64]
 #: Multipliers of the evidence strengths checked by cross-validation, strong to
 #: weak (``inf`` is temperature scaling).
 PATH_MULTIPLIERS: tuple[float, ...] = (np.inf, 100.0, 10.0, 1.0)
+#: Common strengths (every group alike) also checked, strong to weak; 1 is the
+#: fixed default of structured matrix scaling.
+TIED_STRENGTHS: tuple[float, ...] = (10.0, 1.0, 0.1)
+#: Their margin in standard errors (the evidence path's is 1).
+TIED_SE_FACTOR = 2.0
 #: Range of the strengths searched by the evidence updates (``1e4`` is
 #: temperature scaling to within a prior sd of about ``0.01 / sqrt(k)``).
 STRENGTH_BOUNDS: tuple[float, float] = (1e-4, 1e4)
@@ -128,8 +139,10 @@ class StructuredFit:
     n_evidence_iter : int
         Evidence updates performed.
     path : dict or None
-        The cross-validation check: ``multiplier``, ``mean_test_log_loss``,
-        ``se_vs_best`` arrays and the chosen ``index``; ``None`` if not run.
+        The cross-validation check: the candidates' strengths
+        (``reg_lambda``, ``reg_diag``, ``reg_mu`` arrays, ``inf`` for
+        temperature scaling), ``mean_test_log_loss``, ``se_vs_best`` and
+        ``se_factor`` arrays and the chosen ``index``; ``None`` if not run.
     features : int
         Which feature matrix was used (0: ``x``; ``i``: ``alternatives[i-1]``).
     log_evidence : float or None
@@ -324,23 +337,54 @@ def cv_splits(cv: Any, y: NDArray[np.intp]) -> list[tuple[Any, Any]]:
         return list(splitter.split(np.zeros((n, 1)), y))
 
 
+def path_candidates(strengths: dict[str, float], structure: str
+                    ) -> tuple[list[dict[str, float]], list[float]]:
+    """The candidates of the cross-validated check, in order of preference.
+
+    Temperature scaling (every strength ``inf``), the evidence strengths times
+    each of :data:`PATH_MULTIPLIERS` (one-standard-error margin), then every
+    strength set to each of :data:`TIED_STRENGTHS` (margin
+    :data:`TIED_SE_FACTOR` standard errors: a map away from the evidence's
+    shape must clearly earn its place).
+
+    Returns
+    -------
+    candidates : list of dict
+        Strengths of each candidate (``inf`` pins a group at the centre).
+    factors : list of float
+        The standard-error margin of each candidate.
+    """
+    groups = ("reg_lambda", "reg_diag", "reg_mu") if structure == "full" else ("reg_diag",
+                                                                               "reg_mu")
+    out, factors = [], []
+    for m in PATH_MULTIPLIERS:
+        out.append({g: (v * m if g in groups else 0.0) for g, v in strengths.items()})
+        factors.append(1.0)
+    for c in TIED_STRENGTHS:
+        out.append({g: (c if g in groups else 0.0) for g in _GROUPS})
+        factors.append(TIED_SE_FACTOR)
+    return out, factors
+
+
 def _path_check(
     x: Array, y: NDArray[np.intp], sw: Array, structure: str, strengths: dict[str, float],
     splits: list[tuple[Any, Any]], max_iter: int, tol: float,
 ) -> dict[str, Any]:
-    """Held-out losses along ``strengths x PATH_MULTIPLIERS`` (module docstring, step 2)."""
+    """Held-out losses of :func:`path_candidates` (module docstring, step 2)."""
     k = x.shape[1]
-    mults = PATH_MULTIPLIERS
-    loss = np.full((len(mults), len(y)), np.nan)
+    cands, factors = path_candidates(strengths, structure)
+    loss = np.full((len(cands), len(y)), np.nan)
     for tr, te in splits:
         s = fit_temperature_scale(x[tr], y[tr], sw[tr])
-        init: Any = (s * np.eye(k), np.zeros(k))
-        for i, m in enumerate(mults):
-            if np.isinf(m):
-                W, b = init
+        start: Any = (s * np.eye(k), np.zeros(k))
+        init = start
+        for i, st in enumerate(cands):
+            if i == len(PATH_MULTIPLIERS):
+                init = start  # the tied strengths: a second path from temperature scaling
+            if all(np.isinf(v) for g, v in st.items() if v != 0.0):
+                W, b = start
             else:
-                pen = structured_penalty(k, {g: v * m for g, v in strengths.items()},
-                                         float(sw[tr].sum()), s)
+                pen = structured_penalty(k, st, float(sw[tr].sum()), s)
                 res = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, init=init,
                                       sample_weight=sw[tr], max_iter=max_iter, tol=tol,
                                       warn=False)
@@ -350,12 +394,13 @@ def _path_check(
             z -= z.max(axis=1, keepdims=True)
             loss[i, te] = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(te)), y[te]]
     used = ~np.isnan(loss[0])
-    index, info = one_standard_error(loss[:, used], sw[used])
-    return {"multiplier": np.array(mults), **info}
+    index, info = one_standard_error(loss[:, used], sw[used], factors=factors)
+    return {**{g: np.array([c[g] for c in cands]) for g in _GROUPS}, **info,
+            "se_factor": np.array(factors)}
 
 
-def one_standard_error(loss: Array, sample_weight: Array | None = None
-                       ) -> tuple[int, dict[str, Any]]:
+def one_standard_error(loss: Array, sample_weight: Array | None = None, *,
+                       factors: Any = None) -> tuple[int, dict[str, Any]]:
     """The one-standard-error rule on per-sample held-out losses.
 
     Parameters
@@ -365,13 +410,15 @@ def one_standard_error(loss: Array, sample_weight: Array | None = None
         from the strongest (simplest) to the weakest.
     sample_weight : ndarray of shape (n_samples,), optional
         Weights as counts.
+    factors : sequence of float, optional
+        Margin of each candidate in standard errors (default 1 for all).
 
     Returns
     -------
     index : int
         The first (strongest) candidate whose mean loss exceeds the best mean
-        by at most the standard error of the paired per-sample differences
-        to the best.
+        by at most ``factors[i]`` standard errors of the paired per-sample
+        differences to the best.
     info : dict
         ``mean_test_log_loss``, ``se_vs_best`` (arrays over the candidates)
         and ``index``.
@@ -383,7 +430,8 @@ def one_standard_error(loss: Array, sample_weight: Array | None = None
     d = loss - loss[best]
     dbar = d @ w / wsum
     se = np.sqrt(np.maximum(((d - dbar[:, None]) ** 2) @ w / wsum, 0.0) / max(wsum - 1.0, 1.0))
-    index = next(i for i in range(len(mean)) if mean[i] - mean[best] <= se[i])
+    f = np.ones(len(mean)) if factors is None else np.asarray(factors, dtype=float)
+    index = next(i for i in range(len(mean)) if mean[i] - mean[best] <= f[i] * se[i])
     return index, {"mean_test_log_loss": mean, "se_vs_best": se, "index": index}
 
 
@@ -474,13 +522,10 @@ def fit_structured(
     if cv is None or len(free) < len(owners):
         return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence)
     path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, tol)
-    m = float(path["multiplier"][path["index"]])
-    strengths = ev
-    if np.isinf(m):
-        strengths = {g: np.inf if g in masks else 0.0 for g in _GROUPS}
+    strengths = {g: float(path[g][path["index"]]) for g in _GROUPS}
+    if all(np.isinf(v) for g, v in strengths.items() if g in masks):
         fit = dataclasses.replace(temperature_result(x, y, sw, structure, s), n_iter=fit.n_iter)
-    elif m != 1.0:
-        strengths = {g: v * m for g, v in ev.items()}
+    elif strengths != ev:
         spent = fit.n_iter
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=fit,

@@ -30,8 +30,10 @@ from bayescal.optimize import fit_multinomial, log_evidence, make_penalty
 from bayescal.structured import (
     PATH_MULTIPLIERS,
     STRENGTH_BOUNDS,
+    TIED_STRENGTHS,
     fit_structured,
     fit_temperature_scale,
+    path_candidates,
     structured_penalty,
 )
 
@@ -221,18 +223,22 @@ def test_default_records_its_choice(synth):
     assert cal.cv_results_ is None
     res = cal.selection_
     assert res["n_evidence_iter"] >= 1 and np.isfinite(res["log_evidence"])
-    assert list(res["multiplier"]) == list(PATH_MULTIPLIERS)
-    i = res["index"]
-    best = int(np.argmin(res["mean_test_log_loss"]))
-    # the one-SE rule: the strongest point within one SE of the best
-    assert i <= best
-    assert res["mean_test_log_loss"][i] - res["mean_test_log_loss"][best] <= res["se_vs_best"][i]
+    ev = {g: res[f"evidence_{g}"] for g in ("reg_lambda", "reg_diag", "reg_mu")}
+    cands, factors = path_candidates(ev, "full")
+    assert len(cands) == len(PATH_MULTIPLIERS) + len(TIED_STRENGTHS) == len(res["path_reg_mu"])
+    assert np.all(np.isinf([res[f"path_{g}"][0] for g in ev]))  # temperature scaling first
+    for g in ev:
+        np.testing.assert_allclose(res[f"path_{g}"], [c[g] for c in cands])
+    np.testing.assert_array_equal(res["path_se_factor"], factors)
+    i = res["path_index"]
+    mean, se = res["path_mean_test_log_loss"], res["path_se_vs_best"]
+    best = int(np.argmin(mean))
+    # the first candidate within its margin of standard errors of the best
+    assert mean[i] - mean[best] <= factors[i] * se[i]
     for j in range(i):
-        assert (res["mean_test_log_loss"][j] - res["mean_test_log_loss"][best]
-                > res["se_vs_best"][j])
-    m = res["multiplier"][i]
-    if np.isfinite(m):
-        assert cal.reg_lambda_ == pytest.approx(res["evidence_reg_lambda"] * m)
+        assert mean[j] - mean[best] > factors[j] * se[j]
+    for g in ev:
+        assert getattr(cal, f"{g}_") == pytest.approx(res[f"path_{g}"][i])
 
 
 def test_tiny_calibration_set_falls_back_to_temperature_scaling(rng):

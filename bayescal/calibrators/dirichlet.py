@@ -182,9 +182,11 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         ``reg="structured"`` with some strength ``"auto"``: the evidence
         strengths (``"evidence_reg_lambda"``, ``"evidence_reg_diag"``,
         ``"evidence_reg_mu"``), ``"n_evidence_iter"``, ``"log_evidence"`` at
-        those strengths and, when the check ran, the cross-validated path
-        (``"multiplier"``, ``"mean_test_log_loss"``, ``"se_vs_best"`` arrays
-        and the ``"index"`` chosen; else None). Absent for the other penalties.
+        those strengths and, when the check ran, its candidates
+        (``"path_reg_lambda"``, ``"path_reg_diag"``, ``"path_reg_mu"``: their
+        strengths, ``inf`` for temperature scaling; ``"path_mean_test_log_loss"``,
+        ``"path_se_vs_best"``, ``"path_se_factor"``; ``"path_index"`` of the one
+        chosen; else None). Absent for the other penalties.
     n_iter_ : int
         Newton iterations of the final fit (max over folds with ``ensemble``;
         for ``"structured"`` with "auto" strengths, all the Newton iterations
@@ -394,8 +396,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
                 **{f"evidence_{g}": float(v) for g, v in sf.evidence_strengths.items()},
                 "n_evidence_iter": int(sf.n_evidence_iter),
                 "log_evidence": float(sf.log_evidence),
-                **{key: path.get(key) for key in ("multiplier", "mean_test_log_loss",
-                                                   "se_vs_best", "index")},
+                **{f"path_{key}": path.get(key) for key in (
+                    "reg_lambda", "reg_diag", "reg_mu", "mean_test_log_loss", "se_vs_best",
+                    "se_factor", "index")},
             }
         else:
             state["selection_"] = None
