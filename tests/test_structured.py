@@ -329,3 +329,22 @@ def test_small_quality_benchmark_default_never_hurts(shared_data, tmp_path):
         assert d <= ts * 1.1, case
     table = (out / "table.md").read_text()
     assert "| dirichlet |" in table and "mean rank" in table
+
+
+def test_the_paper_reproduction_keeps_the_papers_settings():
+    """The new defaults do not reach the experiments: their methods pin the paper's settings."""
+    from bayescal import EPS, GenerativeDirichletCalibrator
+    from bayescal.calibrators.registry import ProbsToLogits
+    from bayescal.experiments.calibrators import method_table
+
+    table = method_table()
+    inner = {name: (lambda e: e.estimator if isinstance(e, ProbsToLogits) else e)(
+        m.build(m.candidates()[0], n_classes=3)) for name, m in table.items()}
+    assert inner["dir_l2"].reg == "l2" and inner["dir_odir"].reg == "odir"
+    assert inner["ms_odir"].reg == "odir"
+    assert inner["vector"].reg == "none"
+    assert isinstance(inner["dir_gen"], GenerativeDirichletCalibrator)
+    assert inner["dir_gen"].prior is None
+    q, y, _, _ = make_dirgen(200, 3, rng=np.random.default_rng(2))
+    fitted = inner["dir_l2"].fit(q, y)
+    assert fitted.eps_ == EPS  # the paper's floor, not the structured default's choice
