@@ -274,7 +274,17 @@ def _dirichletcal(p: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.nda
         cv=StratifiedKFold(folds, shuffle=True, random_state=0), scoring="neg_log_loss",
     )
     search.fit(p, y)
-    return lambda q: _spread(search.best_estimator_, q, p.shape[1])
+    seen = np.unique(y)  # dirichletcal has no classes_: its columns are the classes seen
+
+    def predict(q: np.ndarray) -> np.ndarray:
+        out = np.asarray(search.best_estimator_.predict_proba(q), dtype=np.float64)
+        if out.shape[1] == p.shape[1]:
+            return out
+        full = np.zeros((q.shape[0], p.shape[1]))
+        full[:, seen] = out
+        return full
+
+    return predict
 
 
 def available_methods() -> dict[str, tuple[str, Fitter]]:
