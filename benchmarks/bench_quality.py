@@ -34,7 +34,8 @@ results as JSON lines), so an interrupted run resumes and the peers that need
 another Python (dirichletcal) can be added by running the script there with
 ``--methods``. ``--table`` prints and writes the summary without fitting:
 per measure and per suite (tabular, DNN), each method's mean rank among all
-methods (ties averaged), mean ratio to the per-case best, the number of cases
+methods (ties averaged), mean ratio to the per-case best (denominators floored
+at ``RATIO_FLOOR`` = 0.01, so near-perfect cases do not dominate), the number of cases
 where it is worse than uncalibrated (by more than 1 %), the worst ratio to
 uncalibrated, and the median fit time.
 """
@@ -64,7 +65,7 @@ MEASURES = ("log_loss", "brier", "cw_ece")
 #: Margin for "worse than uncalibrated".
 WORSE_MARGIN = 0.01
 #: Floor on the denominators of the ratios (scores of perfect cases are ~0).
-RATIO_FLOOR = 1e-3
+RATIO_FLOOR = 0.01
 
 
 # ---------------------------------------------------------------------------
