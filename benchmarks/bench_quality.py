@@ -502,6 +502,61 @@ def breakdown(rows: list[dict[str, Any]], methods: list[str] | None = None,
     return "\n".join(lines) + "\n"
 
 
+def target_checks(rows: list[dict[str, Any]], default: str = "dirichlet",
+                  reference: str = "temperature", measure: str = "log_loss") -> str:
+    """The default against temperature scaling and uncalibrated, case by case, per suite.
+
+    Reports, over the cases where every registry method finished: the cases
+    where the default is worse than uncalibrated (by more than ``WORSE_MARGIN``)
+    while temperature scaling is not, the largest ratio of the default's score
+    to temperature scaling's, the median ratio to the per-case best, and for
+    every bayescal method the number of cases worse than uncalibrated next to
+    temperature scaling's.
+    """
+    by_case: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["method"]] = r
+    ours = sorted({r["method"] for r in rows if r.get("origin") == "bayescal"})
+    lines = [f"**{default} (the default) against {reference}, {measure}**", ""]
+    lines += ["| suite | cases | default worse than uncal. where TS is not | "
+              "max default / TS | median default / best | mean default / best (floor "
+              f"{RATIO_FLOOR}) |", "|---|---|---|---|---|---|"]
+    counts_lines = []
+    for suite in ("tabular", "dnn"):
+        cases = {c: m for c, m in by_case.items()
+                 if m.get("uncalibrated", {}).get("suite") == suite
+                 and all(x in m and "error" not in m[x]
+                         for x in (default, reference, "uncalibrated"))}
+        if not cases:
+            continue
+        bad, vs_ts, vs_best, vs_best_floor = [], [], [], []
+        worse = {name: 0 for name in ours}
+        for c, m in sorted(cases.items()):
+            unc = m["uncalibrated"][measure]
+            lim = unc * (1 + WORSE_MARGIN) + 1e-12
+            d, t = m[default][measure], m[reference][measure]
+            if d > lim and not t > lim:
+                bad.append(f"{c} ({d:.4g} vs uncal. {unc:.4g}, TS {t:.4g})")
+            vs_ts.append(d / t)
+            best = min(v[measure] for v in m.values() if "error" not in v)
+            vs_best.append(d / best if best > 0 else 1.0)
+            vs_best_floor.append(d / max(best, RATIO_FLOOR))
+            for name in ours:
+                if name in m:
+                    val = unc if "error" in m[name] else m[name][measure]
+                    worse[name] += int(val > lim)
+        lines.append(f"| {suite} | {len(cases)} | {len(bad)} | {max(vs_ts):.3f} | "
+                     f"{np.median(vs_best):.3f} | {np.mean(vs_best_floor):.3f} |")
+        if bad:
+            counts_lines.append(f"{suite}: default worse than uncalibrated where TS is not: "
+                                + "; ".join(bad))
+        counts_lines.append(f"{suite}: cases worse than uncalibrated per bayescal method "
+                            f"(temperature scaling: {worse.get(reference, 0)}): "
+                            + ", ".join(f"{k} {v}" for k, v in sorted(worse.items(),
+                                                                      key=lambda kv: kv[1])))
+    return "\n".join(lines + [""] + [f"- {x}" for x in counts_lines]) + "\n"
+
+
 def write_tables(out: Path, rows: list[dict[str, Any]], methods: list[str] | None) -> str:
     text, summaries = [], {}
     for suite in ("tabular", "dnn"):
@@ -512,6 +567,7 @@ def write_tables(out: Path, rows: list[dict[str, Any]], methods: list[str] | Non
     key = ["dirichlet", "temperature", "vector", "dirichlet-odir", "probmetrics-sms",
            "probmetrics-ts-mix", "sklearn-isotonic", "uncalibrated"]
     text.append(breakdown([r for r in rows if methods is None or r["method"] in methods], key))
+    text.append(target_checks(rows))
     doc = "\n".join(text)
     (out / "table.md").write_text(doc)
     (out / "summary.json").write_text(json.dumps(summaries, indent=1))
