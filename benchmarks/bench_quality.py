@@ -377,45 +377,50 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 # tables
 # ---------------------------------------------------------------------------
+def complete_cases(by_case: dict[str, dict[str, dict[str, Any]]],
+                   methods: list[str] | None = None) -> tuple[list[str], list[str], list[str]]:
+    """Cases and methods to compare: (cases, methods run on all of them, methods left out).
+
+    Cases without an uncalibrated row, or with fewer than half of the methods
+    (a case still being run), are left out; then every method that is missing
+    from one of the remaining cases is left out of the comparison (and named),
+    so that a peer run on a few cases only (or one that did not finish on
+    some) does not shrink the set of cases of all the others.
+    """
+    names = sorted({m for c in by_case.values() for m in c}) if methods is None else list(methods)
+    cases = [c for c, m in by_case.items()
+             if "uncalibrated" in m and "error" not in m["uncalibrated"]
+             and 2 * sum(n in m for n in names) >= len(names)]
+    kept = [n for n in names if all(n in by_case[c] for c in cases)]
+    return cases, kept, [n for n in names if n not in kept]
+
+
 def summarise(rows: list[dict[str, Any]], measure: str, suite: str,
               methods: list[str] | None = None) -> list[dict[str, Any]]:
-    """Per-method summary over the cases every listed method finished."""
+    """Per-method summary over the cases of ``suite`` (see :func:`complete_cases`)."""
     rows = [r for r in rows if r["suite"] == suite]
     by_case: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         by_case.setdefault(r["case"], {})[r["method"]] = r
-    names = sorted({r["method"] for r in rows}) if methods is None else list(methods)
-    # a method that failed on a case is scored as uncalibrated there (and counted)
-    cases = [c for c, m in by_case.items()
-             if "uncalibrated" in m and "error" not in m["uncalibrated"]]
-    if not cases:
+    cases, names, omitted = complete_cases(by_case, methods)
+    if not cases or "uncalibrated" not in names:
         return []
     from scipy.stats import rankdata
 
+    # a method that failed on a case is scored as uncalibrated there (and counted)
     val = np.full((len(cases), len(names)), np.nan)
     failed = np.zeros(len(names), dtype=int)
     times: dict[str, list[float]] = {n: [] for n in names}
-    present = np.zeros(len(names), dtype=bool)
     for i, c in enumerate(cases):
         unc = by_case[c]["uncalibrated"][measure]
         for j, n in enumerate(names):
-            r = by_case[c].get(n)
-            if r is None:
-                continue
-            present[j] = True
+            r = by_case[c][n]
             if "error" in r:
                 failed[j] += 1
                 val[i, j] = unc
             else:
                 val[i, j] = r[measure]
                 times[n].append(r["fit_time"])
-    keep = present
-    names = [n for n, k in zip(names, keep, strict=True) if k]
-    val, failed = val[:, keep], failed[keep]
-    full = ~np.isnan(val).any(axis=1)
-    val = val[full]
-    if not len(val):
-        return []
     unc = val[:, names.index("uncalibrated")]
     ranks = np.apply_along_axis(rankdata, 1, val)
     best = val.min(axis=1)
@@ -434,6 +439,7 @@ def summarise(rows: list[dict[str, Any]], measure: str, suite: str,
             "median_fit_time": float(np.median(times[n])) if times[n] else float("nan"),
             "failed": int(failed[j]),
             "cases": int(len(val)),
+            "omitted": omitted,
         })
     return sorted(out, key=lambda d: d["mean_rank"])
 
@@ -456,6 +462,9 @@ def markdown_table(summary: list[dict[str, Any]], measure: str, suite: str) -> s
             f"{s['worse_than_uncal']} | {s['worst_vs_uncal']:.3g} | "
             f"{s['median_fit_time']:.3g} | {s['failed']} |"
         )
+    if summary[0]["omitted"]:
+        lines += ["", "Not run on every case, so left out of this table: "
+                  + ", ".join(summary[0]["omitted"]) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -466,18 +475,19 @@ K_BUCKETS = ((2, 5), (6, 10), (11, 10**6))
 
 def breakdown(rows: list[dict[str, Any]], methods: list[str] | None = None,
               measure: str = "log_loss") -> str:
-    """Mean rank (among all methods) by calibration-set size and number of classes."""
+    """Mean rank (among all methods) by calibration-set size and number of classes.
+
+    ``rows`` of one suite (the tabular cases, whose sizes vary).
+    """
     from scipy.stats import rankdata
 
     by_case: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         by_case.setdefault(r["case"], {})[r["method"]] = r
-    names = sorted({r["method"] for r in rows})
+    cases, names, _ = complete_cases(by_case)
     shown = names if methods is None else [m for m in methods if m in names]
     cells: dict[tuple[int, int], list[np.ndarray]] = {}
-    for case in by_case.values():
-        if not all(m in case for m in names) or "error" in case.get("uncalibrated", {}):
-            continue
+    for case in (by_case[c] for c in cases):
         unc = case["uncalibrated"][measure]
         vals = np.array([unc if "error" in case[m] else case[m][measure] for m in names])
         any_row = next(iter(case.values()))
@@ -566,7 +576,8 @@ def write_tables(out: Path, rows: list[dict[str, Any]], methods: list[str] | Non
             text.append(markdown_table(s, measure, suite))
     key = ["dirichlet", "temperature", "vector", "dirichlet-odir", "probmetrics-sms",
            "probmetrics-ts-mix", "sklearn-isotonic", "uncalibrated"]
-    text.append(breakdown([r for r in rows if methods is None or r["method"] in methods], key))
+    text.append(breakdown([r for r in rows if r["suite"] == "tabular"
+                           and (methods is None or r["method"] in methods)], key))
     text.append(target_checks(rows))
     doc = "\n".join(text)
     (out / "table.md").write_text(doc)
