@@ -11,7 +11,7 @@ repeat), median of ``--repeat`` runs:
 * ``DirichletCalibrator()`` (the default: evidence strengths, the floor choice
   and the 5-fold one-standard-error check);
 * one fixed-penalty fit of the same map (``reg_lambda = reg_diag = reg_mu =
-  1``, ``eps`` fixed), the unit the issue's "at most 20 x" is counted in;
+  1``, ``eps`` fixed), the unit the fit-time target (at most 20 x) is counted in;
 * ``TemperatureScaler``;
 * probmetrics' ``sms`` (structured matrix scaling) and ``ts-mix`` when installed.
 """
