@@ -212,11 +212,11 @@ def test_forest_plot(data):
 
 
 def test_forest_plot_accepts_mapping_and_inference_data():
-    import arviz as az
+    from bayescal.bayes import _compat
 
     rng = np.random.default_rng(1)
     post = {"W": rng.normal(size=(2, 50, 3, 3)), "b": rng.normal(size=(2, 50, 3))}
-    idata = az.from_dict(posterior=post)
+    idata = _compat.from_dict({"posterior": post})  # InferenceData or DataTree
     assert len(forest_plot(idata).get_yticklabels()) == 9
     assert len(forest_plot(idata, var_names=["W", "b"]).get_yticklabels()) == 12
     flat = {name: v.reshape((-1,) + v.shape[2:]) for name, v in post.items()}

@@ -1,11 +1,22 @@
 """Lazy imports of PyMC / ArviZ and the PyTensor configuration they need.
 
 Nothing here imports PyMC at module import time: :func:`import_pymc` does it
-on first use, after :func:`configure_pytensor` has pointed PyTensor at a BLAS.
+on first use, after :func:`configure_pytensor` has set PyTensor up.
 
-BLAS
-----
-A pip-installed PyTensor finds no BLAS to link its C code to (it warns
+Backends
+--------
+The two supported stacks compile PyMC models differently:
+
+* PyTensor 2 (PyMC 5) compiles to C by default, and its C code calls BLAS
+  for the matrix products: :func:`configure_pytensor` links it to SciPy's
+  OpenBLAS (below).
+* PyTensor 3 (PyMC 6) compiles with Numba by default; Numba calls BLAS
+  through SciPy itself, so nothing needs linking and
+  :func:`configure_pytensor` leaves PyTensor's settings alone.
+
+BLAS for the C backend
+----------------------
+A pip-installed PyTensor 2 finds no BLAS to link its C code to (it warns
 "could not link to a BLAS installation" and falls back to slower kernels).
 SciPy's wheels ship OpenBLAS as ``scipy.libs/libscipy_openblas*.so`` with
 every symbol prefixed ``scipy_`` (``scipy_dgemm_``). :func:`blas_flags` links
@@ -21,6 +32,7 @@ and the benchmarks reuse it between runs.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -28,12 +40,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["blas_flags", "configure_pytensor", "import_arviz", "import_pymc", "require"]
+__all__ = [
+    "blas_flags",
+    "configure_pytensor",
+    "import_arviz",
+    "import_pymc",
+    "pytensor_major",
+    "require",
+]
 
 _INSTALL_HINT = (
     "bayescal's Bayesian calibrators need PyMC and ArviZ: "
-    "pip install 'pymc>=5.16,<6' 'arviz>=0.18,<0.24' (optional fast samplers: "
-    "pip install 'bayescal[fast]')"
+    "pip install 'pymc>=5.16,<7' 'arviz>=0.18,<2' (PyMC 6 and ArviZ 1 need Python >= 3.12; "
+    "optional fast samplers: pip install 'bayescal[fast]')"
 )
 
 #: BLAS routines referenced by PyTensor's C code (tensor/blas_headers.py).
@@ -52,6 +71,14 @@ def require(module: str, extra: str | None = None) -> ModuleType:
         if extra is not None:
             hint = f"{module} is an optional extra: pip install 'bayescal[{extra}]'"
         raise ImportError(f"{hint} ({exc})") from exc
+
+
+def pytensor_major() -> int | None:
+    """Major version of the installed PyTensor (read without importing it), or None."""
+    try:
+        return int(importlib.metadata.version("pytensor").split(".")[0])
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - no PyMC installed
+        return None
 
 
 def _scipy_openblas() -> Path | None:
@@ -95,12 +122,15 @@ def _user_set_blas() -> bool:
 
 
 def configure_pytensor() -> None:
-    """Give PyTensor a BLAS (see module docstring) unless the user chose one.
+    """Set PyTensor up for the installed version (see module docstring).
 
-    Before PyTensor is imported the flags go into ``PYTENSOR_FLAGS``; after,
-    they are set on ``pytensor.config``. Idempotent.
+    PyTensor 2: link its C code to SciPy's OpenBLAS unless the user chose a
+    BLAS. Before PyTensor is imported the flags go into ``PYTENSOR_FLAGS``;
+    after, they are set on ``pytensor.config``. PyTensor 3: nothing (its
+    default Numba backend needs no BLAS flags). Idempotent.
     """
-    if _user_set_blas():
+    major = pytensor_major()
+    if major is None or major >= 3 or _user_set_blas():
         return
     flags = blas_flags()
     if not flags:
@@ -120,7 +150,7 @@ def configure_pytensor() -> None:
 
 
 def import_pymc() -> ModuleType:
-    """Import PyMC after configuring PyTensor's BLAS."""
+    """Import PyMC after :func:`configure_pytensor`."""
     configure_pytensor()
     return require("pymc")
 

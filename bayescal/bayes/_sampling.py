@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from bayescal.bayes._backend import import_arviz, import_pymc, require
+from bayescal.bayes import _compat
+from bayescal.bayes._backend import import_pymc, require
 
 __all__ = ["SamplingWarning", "check_convergence", "sample_model"]
 
@@ -41,8 +42,12 @@ def sample_model(
     random_seed: int | None,
     var_names: list[str],
     target_accept: float = 0.8,
+    progressbar: bool = True,
 ) -> Any:
-    """Sample ``model`` and return an ``InferenceData`` holding ``var_names``.
+    """Sample ``model`` and return the posterior of ``var_names``.
+
+    The result is the installed ArviZ's container (``InferenceData`` on
+    ArviZ 0.2x, ``xarray.DataTree`` on 1.x; see :mod:`bayescal.bayes._compat`).
 
     Parameters
     ----------
@@ -55,6 +60,8 @@ def sample_model(
         chain, else vectorised on one device. ``"advi"``: mean-field ADVI (``tune`` * 10
         iterations, capped at 50,000), then ``draws * chains`` draws as one
         chain.
+    progressbar : bool, default=True
+        Show the sampler's progress bar (PyMC's, nutpie's or NumPyro's).
     """
     pm = import_pymc()
     seed = None if random_seed is None else int(random_seed)
@@ -68,7 +75,7 @@ def sample_model(
                 random_seed=seed,
                 init="jitter+adapt_diag",
                 target_accept=target_accept,
-                progressbar=False,
+                progressbar=progressbar,
                 compute_convergence_checks=False,
                 var_names=var_names,
             )
@@ -84,7 +91,7 @@ def sample_model(
             chains=chains,
             cores=_cores(chains),
             seed=seed,
-            progress_bar=False,
+            progress_bar=progressbar,
             low_rank_modified_mass_matrix=True,
             target_accept=target_accept,
         )
@@ -107,7 +114,7 @@ def sample_model(
                 random_seed=seed,
                 nuts_sampler="numpyro",
                 target_accept=target_accept,
-                progressbar=False,
+                progressbar=progressbar,
                 compute_convergence_checks=False,
                 var_names=var_names,
                 nuts_sampler_kwargs={"chain_method": method, "nuts_kwargs": {"dense_mass": True}},
@@ -118,12 +125,11 @@ def sample_model(
                 n=min(50_000, 10 * max(tune, 100)),
                 method="advi",
                 random_seed=seed,
-                progressbar=False,
+                progressbar=progressbar,
             )
             idata = approx.sample(draws * chains, random_seed=seed)
-        az = import_arviz()
-        post = idata.posterior[var_names]
-        return az.InferenceData(posterior=post)
+        post = _compat.group_dataset(idata, "posterior")[var_names]
+        return _compat.from_datasets({"posterior": post})
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
@@ -138,17 +144,17 @@ def check_convergence(idata: Any, var_names: list[str], *, sampler: str) -> dict
     diagnostics : dict
         ``r_hat_max``, ``ess_bulk_min``, ``divergences``.
     """
-    az = import_arviz()
-    post = idata.posterior[var_names]
-    n_chains = post.sizes["chain"]
+    n_chains = idata.posterior.sizes["chain"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         rhat = float("nan")
         if n_chains > 1:
-            rhat = float(np.nanmax([az.rhat(post)[v].values.max() for v in var_names]))
-        ess = float(np.nanmin([az.ess(post, method="bulk")[v].values.min() for v in var_names]))
+            r = _compat.rhat(idata, var_names)
+            rhat = float(np.nanmax([r[v].values.max() for v in var_names]))
+        e = _compat.ess(idata, var_names, method="bulk")
+        ess = float(np.nanmin([e[v].values.min() for v in var_names]))
     div = 0
-    if hasattr(idata, "sample_stats") and "diverging" in idata.sample_stats:
+    if "sample_stats" in _compat.group_names(idata) and "diverging" in idata.sample_stats:
         div = int(idata.sample_stats["diverging"].values.sum())
     problems = []
     if rhat > RHAT_MAX:

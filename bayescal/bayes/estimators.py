@@ -11,8 +11,10 @@ r"""Bayesian Dirichlet calibrators (scikit-learn style estimators).
 Both predict, by default, with the posterior-averaged map
 :math:`\mathbb E_{\text{post}}[\mathrm{softmax}(W x + b)]` (never worse than
 the plug-in map in our measurements, much better on small calibration sets),
-and keep every draw in ``idata_`` (ArviZ ``InferenceData``) with ``W``, ``b``
-and the canonical ``A``, ``c`` per draw.
+and keep every draw in ``idata_`` with ``W``, ``b`` and the canonical ``A``,
+``c`` per draw. ``idata_`` is the installed ArviZ's own container:
+``arviz.InferenceData`` on ArviZ 0.2x, ``xarray.DataTree`` on ArviZ 1.x (read
+both as ``idata_.posterior["W"]``; :mod:`bayescal.bayes._compat`).
 
 References
 ----------
@@ -44,7 +46,7 @@ from bayescal._validation import (
     check_positive_int,
     check_scores,
 )
-from bayescal.bayes._backend import import_arviz
+from bayescal.bayes import _compat
 from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
 from bayescal.bayes.gauge import dirlin_gauge
 from bayescal.bayes.laplace import dirgen_mode, dirlin_log_evidence
@@ -112,10 +114,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         x = self._features(scores, reset=True)
         y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
         self._fit_posterior(x, y)
-        post = self.idata_.posterior
+        post = _compat.group_dataset(self.idata_, "posterior")
         A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
-        post["A"] = (("chain", "draw", "class_out", "class_in"), A)
-        post["c"] = (("chain", "draw", "class_out"), c)
+        post = post.assign(
+            A=(("chain", "draw", "class_out", "class_in"), A), c=(("chain", "draw", "class_out"), c)
+        )
+        _compat.set_group(self.idata_, "posterior", post)
         if self.sampler in _MCMC:
             self.diagnostics_ = check_convergence(
                 self.idata_, list(self._diag_vars), sampler=self.sampler
@@ -127,6 +131,15 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
 
     def _check_common(self) -> None:
         check_option(self.sampler, "sampler", SAMPLERS)
+        ta = self.target_accept
+        if (
+            isinstance(ta, bool)
+            or not isinstance(ta, int | float | np.integer | np.floating)
+            or not 0.0 < float(ta) < 1.0
+        ):
+            raise ValueError(f"target_accept must be in (0, 1); got {ta!r}")
+        if not isinstance(self.progressbar, bool | np.bool_):
+            raise ValueError(f"progressbar must be True or False; got {self.progressbar!r}")
         check_positive_int(self.draws, "draws")
         check_positive_int(self.chains, "chains")
         tune = self.tune
@@ -237,16 +250,31 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         upper = np.take_along_axis(p, (i + m - 1)[None], axis=0)[0]
         return lower, upper
 
-    def summary(self, var_names: list[str] | None = None, **kwargs: Any):
-        """ArviZ summary (mean, sd, HDI, ``r_hat``, ``ess_bulk``, ...).
+    def summary(
+        self, var_names: list[str] | None = None, *, ci_prob: float = 0.94, **kwargs: Any
+    ):
+        """ArviZ summary table: mean, sd, HDI, MCSE, ESS and ``r_hat`` per entry.
 
-        ``var_names`` defaults to the model's parameters (``W``, ``b`` or
-        ``alpha``, ``pi``); ``A``, ``c`` are also available.
+        Parameters
+        ----------
+        var_names : list of str, optional
+            Default: the model's parameters (``W``, ``b`` or ``alpha``);
+            ``A``, ``c`` (and ``pi``) are also available.
+        ci_prob : float, default=0.94
+            Probability of the highest-density interval, on both ArviZ stacks
+            (columns ``hdi_3%``, ``hdi_97%`` on ArviZ 0.2x and ``hdi94_lb``,
+            ``hdi94_ub`` on ArviZ 1.x, for 0.94).
+        **kwargs
+            Passed to ``arviz.summary``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per scalar entry (``W[0, 1]``, ...).
         """
         check_is_fitted(self, "idata_")
-        az = import_arviz()
         names = list(self._diag_vars) if var_names is None else list(var_names)
-        return az.summary(self.idata_, var_names=names, **kwargs)
+        return _compat.summary(self.idata_, names, ci_prob=ci_prob, **kwargs)
 
     # -- persistence -------------------------------------------------------
     def _config(self) -> dict[str, Any]:
@@ -285,9 +313,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 for key, v in stats.items()
             }
         )
-        if "constant_data" in self.idata_.groups():
-            del self.idata_.constant_data
-        self.idata_.add_groups({"constant_data": const})
+        _compat.set_group(self.idata_, "constant_data", const)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the posterior and configuration to a netCDF file.
@@ -299,7 +325,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         try:
-            self.idata_.to_netcdf(str(tmp), engine="h5netcdf")
+            _compat.to_netcdf(self.idata_, tmp)
             os.replace(tmp, path)
         finally:
             if tmp.exists():
@@ -309,8 +335,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     @classmethod
     def load(cls, path: str | os.PathLike):
         """Read an estimator written by :meth:`save` (checks its model id)."""
-        az = import_arviz()
-        idata = az.from_netcdf(str(path), engine="h5netcdf")
+        idata = _compat.from_netcdf(path)
         attrs = idata.posterior.attrs
         if "bayescal_config" not in attrs:
             raise ValueError(f"{path} was not written by {cls.__name__}.save (no bayescal_config)")
@@ -388,13 +413,18 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     input : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
         Probability floor of the log features.
-    target_accept : float, default=0.8
+    target_accept : float in (0, 1), default=0.8
         NUTS target acceptance rate.
+    progressbar : bool, default=True
+        Show the sampler's progress bar while sampling (MCMC and ADVI).
 
     Attributes
     ----------
-    idata_ : arviz.InferenceData
-        ``posterior`` with ``W``, ``b``, ``A``, ``c`` per draw.
+    idata_ : arviz.InferenceData or xarray.DataTree
+        The installed ArviZ's container (InferenceData on ArviZ 0.2x,
+        DataTree on 1.x): ``posterior`` with ``W``, ``b``, ``A``, ``c`` per
+        draw (dims ``chain, draw, class_out[, class_in]``), the sampler's
+        ``sample_stats`` (MCMC) and ``constant_data`` fingerprinting the fit.
     coef_, intercept_ : ndarray
         ``W``, ``b`` at the posterior mode.
     diagnostics_ : dict
@@ -426,6 +456,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        progressbar: bool = True,
     ) -> None:
         self.prior = prior
         self.reg_lambda = reg_lambda
@@ -439,13 +470,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.progressbar = progressbar
 
     def _check_params(self) -> None:
         check_option(self.prior, "prior", ("odir", "l2"))
         check_option(self.center, "center", ("identity", "zero"))
         check_nonnegative_float(self.reg_lambda, "reg_lambda", strict=True)
         check_nonnegative_float(self.reg_mu, "reg_mu", strict=True)
-        check_nonnegative_float(self.target_accept, "target_accept", strict=True)
         self._check_common()
 
     def _penalty(self, k: int):
@@ -506,7 +537,6 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         return gauge, penalty, gauge.from_raw(raw), _inv_chol(H_theta)
 
     def _fit_posterior(self, x: Array, y: Array) -> None:
-        az = import_arviz()
         gauge, penalty, theta, L = self.laplace_approximation(x, y)
         self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
@@ -520,7 +550,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             rng = np.random.default_rng(self.random_seed)
             z = rng.standard_normal((self.chains, self.draws, gauge.dim))
             W, b = gauge.split(gauge.to_raw(theta + z @ L.T))
-            self.idata_ = az.from_dict(posterior={"W": W, "b": b}, dims=dims, coords=coords)
+            self.idata_ = _compat.from_dict(
+                {"posterior": {"W": W, "b": b}}, dims=dims, coords=coords
+            )
         else:
             model = dirlin_model(x, y, gauge, whiten=(theta, L))
             idata = sample_model(
@@ -532,6 +564,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                 random_seed=self.random_seed,
                 var_names=["W", "b"],
                 target_accept=self.target_accept,
+                progressbar=self.progressbar,
             )
             self.idata_ = idata
         stats = SufficientStatistics.from_features(x, y)
@@ -560,13 +593,14 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         Mean and sd of the Normal prior on every ``ln alpha``.
     pi_prior : float > 0, default=1.0
         Symmetric Dirichlet concentration of the class priors.
-    draws, tune, chains, sampler, random_seed, input, eps, target_accept
+    draws, tune, chains, sampler, random_seed, input, eps, target_accept, progressbar
         As in :class:`BayesianDirichletCalibrator`.
 
     Attributes
     ----------
-    idata_ : arviz.InferenceData
-        ``posterior`` with ``alpha``, ``pi``, ``W``, ``b``, ``A``, ``c``.
+    idata_ : arviz.InferenceData or xarray.DataTree
+        As in :class:`BayesianDirichletCalibrator`; ``posterior`` with
+        ``alpha``, ``pi``, ``W``, ``b``, ``A``, ``c``.
     coef_, intercept_ : ndarray
         DirLin map at the mode of ``alpha`` and the mode of ``pi`` (its mean
         when some ``a + n_j <= 1``).
@@ -592,6 +626,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        progressbar: bool = True,
     ) -> None:
         self.alpha_prior = alpha_prior
         self.pi_prior = pi_prior
@@ -603,6 +638,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.progressbar = progressbar
 
     def _prior(self) -> DirGenPrior:
         ap = self.alpha_prior
@@ -612,11 +648,9 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
 
     def _check_params(self) -> None:
         self._prior()
-        check_nonnegative_float(self.target_accept, "target_accept", strict=True)
         self._check_common()
 
     def _fit_posterior(self, x: Array, y: Array) -> None:
-        az = import_arviz()
         prior = self.prior_ = self._prior()
         k = x.shape[1]
         stats = SufficientStatistics.from_features(x, y)
@@ -639,6 +673,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
                 random_seed=self.random_seed,
                 var_names=["alpha"],
                 target_accept=self.target_accept,
+                progressbar=self.progressbar,
             )
             alpha = idata.posterior["alpha"].values
             shape = alpha.shape[:2]
@@ -648,13 +683,13 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         dims = {"alpha": ["class_out", "class_in"], "pi": ["class_out"],
                 "W": ["class_out", "class_in"], "b": ["class_out"]}
         coords = {"class_out": np.arange(k), "class_in": np.arange(k)}
-        post = az.from_dict(
-            posterior={"alpha": alpha, "pi": pi, "W": W, "b": b}, dims=dims, coords=coords
+        post = _compat.from_dict(
+            {"posterior": {"alpha": alpha, "pi": pi, "W": W, "b": b}}, dims=dims, coords=coords
         )
         if self.sampler == "laplace":
             self.idata_ = post
-        else:
-            idata.posterior = post.posterior
+        else:  # keep the sampler's other groups (sample_stats: divergences, ...)
+            _compat.set_group(idata, "posterior", _compat.group_dataset(post, "posterior"))
             self.idata_ = idata
         pi_mode = (conc - 1.0) / (conc - 1.0).sum() if np.all(conc > 1.0) else conc / conc.sum()
         W0, b0 = dirgen_to_dirlin(np.exp(u), pi_mode)
