@@ -34,7 +34,9 @@ What differs, and the shim that hides it:
 * :func:`summary`: the same ``ci_prob`` HDI on both (1.x defaults to an 89 %
   equal-tailed interval, columns ``eti89_lb``, ``eti89_ub``);
 * :func:`to_netcdf`, :func:`from_netcdf`: the engine named explicitly (1.x
-  does not install one) and the file read eagerly on both.
+  does not install one) and the file read eagerly on both;
+* :func:`psislw`: ``arviz.psislw`` on 0.2x, ``arviz_stats.base.array_stats.psislw``
+  on 1.x (no top-level function).
 
 Assigning a variable into a group (``idata.posterior["A"] = (dims, values)``)
 is the pitfall this module exists for: on an ``xarray.Dataset`` it adds the
@@ -65,6 +67,7 @@ __all__ = [
     "group_names",
     "hdi",
     "is_datatree",
+    "psislw",
     "rhat",
     "set_group",
     "summary",
@@ -244,3 +247,30 @@ def from_netcdf(path: str | os.PathLike) -> Any:
     for group in idata.groups():
         getattr(idata, group).load()
     return idata
+
+
+def psislw(log_ratios: Any, reff: float = 1.0) -> tuple[Any, Any]:
+    """Pareto-smoothed importance sampling (Vehtari et al. 2024) of log importance ratios.
+
+    Parameters
+    ----------
+    log_ratios : ndarray of shape (n_observations, n_samples)
+    reff : float, default=1.0
+        Relative efficiency of the draws.
+
+    Returns
+    -------
+    log_weights : ndarray of shape (n_observations, n_samples)
+        Smoothed and normalised (each row's weights sum to one).
+    pareto_k : ndarray of shape (n_observations,)
+        The estimated tail shapes (above 0.7: the estimate is unreliable).
+    """
+    import numpy as np
+
+    if arviz_major() >= 1:
+        from arviz_stats.base import array_stats
+
+        lw, k = array_stats.psislw(np.asarray(log_ratios, dtype=np.float64), reff)
+    else:
+        lw, k = import_arviz().psislw(np.asarray(log_ratios, dtype=np.float64), reff)
+    return np.asarray(lw, dtype=np.float64), np.asarray(k, dtype=np.float64)
