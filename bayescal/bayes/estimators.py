@@ -593,7 +593,7 @@ default="hierarchical"
         ``None``: ``reg_lambda``.
     center : {"identity", "zero"}, default="identity"
         Centre of the ``"l2"`` prior.
-    log_scale_prior : (float, float), default=(0.0, 1.0)
+    log_scale_prior : (float, float), default=(0.0, 1.5)
         Mean and sd of :math:`\ln s` (``"hierarchical"``, ``"fixed"``,
         ``"temperature"``): centred on the uncalibrated scores (``s = 1``), 95 %
         of the prior mass on ``T`` in ``[0.14, 7.1]``.
@@ -669,7 +669,7 @@ default="hierarchical"
         reg_diag: float | None = None,
         reg_mu: float | None = None,
         center: str = "identity",
-        log_scale_prior: tuple[float, float] = (0.0, 1.0),
+        log_scale_prior: tuple[float, float] = (0.0, 1.5),
         tau_scale: float = 1.0,
         draws: int = 1000,
         tune: int = 1000,

@@ -124,7 +124,7 @@ class StructuredPrior:
 
     kind: str = "hierarchical"
     log_scale_mean: float = 0.0
-    log_scale_sd: float = 1.0
+    log_scale_sd: float = 1.5
     tau_scale: float = 1.0
     tau: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
