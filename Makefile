@@ -1,32 +1,73 @@
 # bayescal: the two set-up commands are `make demo` and `make test`.
-# Both create .venv with python3 if it is missing and install what they need.
+#
+# `make test` (what CI runs) lints, then runs the whole test suite once on each
+# supported stack, each in its own virtual environment, created from scratch
+# when missing:
+#
+#   .venv     Python 3.11      PyMC 5, ArviZ 0.2x, PyTensor 2   make test-pymc5
+#   .venv312  Python >= 3.12   PyMC 6, ArviZ 1.x, PyTensor 3    make test-pymc6
+#                              (the newest releases pip resolves)
+#
+# The interpreters are found by .ci/find-python (pyenv's versions, then
+# python3.11 / python3.12 on PATH); name them with PYTHON=... / PYTHON_NEW=...
+# `make demo` and `make docs` use .venv.
 
-PYTHON ?= python3
-VENV   ?= .venv
-BIN    := $(VENV)/bin
-EXTRAS ?= test,fast,dask,docs
-STAMP  := $(VENV)/.installed
+PYTHON     ?=
+PYTHON_NEW ?=
+VENV       ?= .venv
+VENV_NEW   ?= .venv312
+EXTRAS     ?= test,fast,dask,docs
+BIN        := $(VENV)/bin
+BIN_NEW    := $(VENV_NEW)/bin
+STAMP      := $(VENV)/.installed
+STAMP_NEW  := $(VENV_NEW)/.installed
 
-PYTEST_ARGS ?=
+# Two pytest-xdist workers (the CI machine has two cores); the docs build and
+# the notebook tests that read it share one worker (xdist_group "docs").
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 # PyTensor (Bayesian models): one compile cache reused by test, demo, bench and
-# CI runs, so a model compiles once per machine (20-45 s cold, ~1 s warm).
-# BLAS needs no setting: bayescal.bayes links PyTensor to the OpenBLAS inside
-# SciPy's wheel (bayescal/bayes/_backend.py).
+# CI runs, so a model compiles once per machine (C code on PyTensor 2, Numba on
+# PyTensor 3; each keeps its own subfolder). BLAS needs no setting:
+# bayescal.bayes._backend links PyTensor 2 to the OpenBLAS inside SciPy's wheel.
 PYTENSOR_CACHE ?= $(HOME)/.cache/bayescal/pytensor
 export PYTENSOR_FLAGS ?= base_compiledir=$(PYTENSOR_CACHE)
 
-.PHONY: demo test lint install clean docs bench
+# The extras fast (nutpie, numpyro) and dask are installed here, so their tests
+# must run: a missing one fails instead of being skipped (tests/_extras.py).
+export BAYESCAL_REQUIRE_EXTRAS = 1
+
+# Print the interpreter and the versions resolved, and stop unless PyMC has
+# major version $(1): each venv must really hold its stack.
+stack_check = import importlib.metadata as m, sys; \
+  v = {d: m.version(d) for d in ("pymc", "arviz", "pytensor", "numpy", "scipy", "scikit-learn")}; \
+  print("stack: Python", sys.version.split()[0], " ".join(f"{d} {x}" for d, x in v.items())); \
+  sys.exit(0 if v["pymc"].startswith("$(1).") else f"expected PyMC $(1).x in {sys.prefix}")
+
+.PHONY: demo test test-pymc5 test-pymc6 lint install install-new clean docs docs-check bench
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@py="$(PYTHON)"; [ -n "$$py" ] || py=$$(.ci/find-python 3.11) || exit 1; \
+	echo "creating $(VENV) with $$py"; "$$py" -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+$(BIN_NEW)/python:
+	@py="$(PYTHON_NEW)"; [ -n "$$py" ] || py=$$(.ci/find-python 3.12+) || exit 1; \
+	echo "creating $(VENV_NEW) with $$py"; "$$py" -m venv $(VENV_NEW)
+	$(BIN_NEW)/python -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
+# --upgrade: the newest PyMC / ArviZ / PyTensor the pins allow, also in an old venv
+$(STAMP_NEW): pyproject.toml Makefile | $(BIN_NEW)/python
+	$(BIN_NEW)/python -m pip install -q --upgrade -e ".[$(EXTRAS)]"
+	touch $@
+
 install: $(STAMP)
+
+install-new: $(STAMP_NEW)
 
 demo: $(STAMP)
 	$(BIN)/bayescal demo
@@ -34,11 +75,27 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+test: lint test-pymc5 test-pymc6
+
+test-pymc5: $(STAMP)
+	$(BIN)/python -c '$(call stack_check,5)'
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-pymc6: $(STAMP_NEW)
+	$(BIN_NEW)/python -c '$(call stack_check,6)'
+	$(BIN_NEW)/python -m pytest $(PYTEST_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
+# The built site and the demo report as a reader sees them, offline: headless
+# Chromium (apt-get install chromium chromium-driver) loads every page, checks
+# that math is typeset, no code is cut off and every image shows, and writes a
+# screenshot of each page to docs/_build/screenshots/ (see docs/check_site.py).
+docs-check: docs
+	$(BIN)/bayescal demo --report docs/_build/demo-report --no-progress > /dev/null
+	$(BIN)/python docs/check_site.py --html docs/_build/html \
+		--report docs/_build/demo-report/report.html --screenshots docs/_build/screenshots
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis docs/_build docs/api/generated
+	rm -rf $(VENV) $(VENV_NEW) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis docs/_build docs/api/generated

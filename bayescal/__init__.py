@@ -1,66 +1,104 @@
 """bayescal: exact, fast and Bayesian Dirichlet calibration of multiclass classifiers.
 
-``import bayescal`` stays light: PyMC and ArviZ are imported only by
-:mod:`bayescal.bayes` when a Bayesian model is built.
+``import bayescal`` stays light: every public name is imported on first use,
+so PyMC and ArviZ are imported only when a Bayesian model is built, and the
+command line starts without loading the estimators.
 """
 
-from bayescal._validation import EPS
-from bayescal.calibrated import CalibratedClassifier
-from bayescal.calibrators import (
-    BetaCalibrator,
-    BinningCalibrator,
-    DirichletCalibrator,
-    GenerativeDirichletCalibrator,
-    IsotonicCalibrator,
-    MatrixScaler,
-    TemperatureScaler,
-    VectorScaler,
-)
-from bayescal.datasets import load_uci, make_dirgen
-from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
-from bayescal.maps import (
-    canonical_map,
-    canonical_to_dirlin,
-    dirgen_map,
-    dirgen_to_dirlin,
-    dirlin_map,
-    dirlin_to_canonical,
-    dirlin_to_dirgen,
-    log_features,
-)
-from bayescal.metrics import (
-    accuracy,
-    bootstrap_ci,
-    brier_score,
-    classwise_ece,
-    consistency_bands,
-    debiased_ece,
-    expected_calibration_error,
-    log_loss,
-    max_calibration_error,
-    p_ece,
-    posterior_bands,
-    reliability_table,
-)
-from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-#: Exported lazily (module ``__getattr__``) so that ``import bayescal`` does
-#: not import PyMC / ArviZ.
-_LAZY = {
+#: Where each public name lives. Every name is imported on first use (module
+#: ``__getattr__``), so ``import bayescal`` (and the ``bayescal`` command's
+#: ``--help`` / ``--version``) costs no scikit-learn, SciPy, PyMC or ArviZ.
+_EXPORTS: dict[str, str] = {
+    "EPS": "bayescal._validation",
+    "CalibratedClassifier": "bayescal.calibrated",
+    **dict.fromkeys(
+        ("BetaCalibrator", "BinningCalibrator", "DirichletCalibrator",
+         "GenerativeDirichletCalibrator", "IsotonicCalibrator", "MatrixScaler",
+         "SigmoidCalibrator", "TemperatureScaler", "VectorScaler"),
+        "bayescal.calibrators",
+    ),
     "BayesianDirichletCalibrator": "bayescal.bayes",
     "BayesianGenerativeCalibrator": "bayescal.bayes",
+    "load_uci": "bayescal.datasets",
+    "make_dirgen": "bayescal.datasets",
+    **dict.fromkeys(("DirichletPrior", "dirichlet_logpdf", "fit_dirichlet"),
+                    "bayescal.dirichlet"),
+    **dict.fromkeys(
+        ("canonical_map", "canonical_to_dirlin", "dirgen_map", "dirgen_to_dirlin",
+         "dirlin_map", "dirlin_to_canonical", "dirlin_to_dirgen", "log_features"),
+        "bayescal.maps",
+    ),
+    **dict.fromkeys(
+        ("accuracy", "bootstrap_ci", "brier_score", "classwise_ece", "consistency_bands",
+         "debiased_ece", "expected_calibration_error", "log_loss", "max_calibration_error",
+         "p_ece", "posterior_bands", "reliability_table"),
+        "bayescal.metrics",
+    ),
+    **dict.fromkeys(("FitResult", "QuadraticPenalty", "fit_multinomial", "make_penalty"),
+                    "bayescal.optimize"),
 }
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bayescal' has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bayescal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups are plain attribute reads
+    return value
 
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # static analysis sees the eager imports
+    from bayescal._validation import EPS
+    from bayescal.bayes import BayesianDirichletCalibrator, BayesianGenerativeCalibrator
+    from bayescal.calibrated import CalibratedClassifier
+    from bayescal.calibrators import (
+        BetaCalibrator,
+        BinningCalibrator,
+        DirichletCalibrator,
+        GenerativeDirichletCalibrator,
+        IsotonicCalibrator,
+        MatrixScaler,
+        TemperatureScaler,
+        VectorScaler,
+    )
+    from bayescal.datasets import load_uci, make_dirgen
+    from bayescal.dirichlet import DirichletPrior, dirichlet_logpdf, fit_dirichlet
+    from bayescal.maps import (
+        canonical_map,
+        canonical_to_dirlin,
+        dirgen_map,
+        dirgen_to_dirlin,
+        dirlin_map,
+        dirlin_to_canonical,
+        dirlin_to_dirgen,
+        log_features,
+    )
+    from bayescal.metrics import (
+        accuracy,
+        bootstrap_ci,
+        brier_score,
+        classwise_ece,
+        consistency_bands,
+        debiased_ece,
+        expected_calibration_error,
+        log_loss,
+        max_calibration_error,
+        p_ece,
+        posterior_bands,
+        reliability_table,
+    )
+    from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __all__ = [
     "BayesianDirichletCalibrator",
@@ -76,6 +114,7 @@ __all__ = [
     "IsotonicCalibrator",
     "MatrixScaler",
     "QuadraticPenalty",
+    "SigmoidCalibrator",
     "TemperatureScaler",
     "VectorScaler",
     "__version__",

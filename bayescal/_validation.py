@@ -21,11 +21,14 @@ from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "EPS",
+    "MAX_RAW_LOGIT",
     "ROW_SUM_ATOL",
     "check_alpha",
+    "check_classes",
     "check_concentration",
     "check_dirichlet_statistics",
     "check_eps",
+    "encode_labels",
     "check_features",
     "check_fraction",
     "check_labels",
@@ -37,6 +40,7 @@ __all__ = [
     "check_positive_int",
     "check_nonnegative_float",
     "check_proba_draws",
+    "check_raw_logits",
     "check_rng",
 ]
 
@@ -45,10 +49,21 @@ __all__ = [
 #: ``eps=np.finfo(float).tiny`` to reproduce the paper text (2.2e-308).
 EPS: float = float(np.finfo(np.float64).eps)
 
-#: Absolute tolerance on ``|sum(q) - 1|`` for a probability row, by input
-#: dtype. Float32 softmax outputs (common for neural networks) routinely miss 1
-#: by a few 1e-7 per entry, so their tolerance scales with float32 precision.
+#: Absolute tolerance on ``|sum(q) - 1|`` for a probability row, by the
+#: precision of the data. Float32 softmax outputs (common for neural networks)
+#: routinely miss 1 by a few 1e-7 per entry, so their tolerance scales with
+#: float32 precision. The precision is that of the input dtype, or, for float64
+#: input, the narrowest float type holding every value exactly: float32 data
+#: converted to float64 (by a caller, a file format, or bayescal itself between
+#: two checks) keep the float32 tolerance.
 ROW_SUM_ATOL: dict[str, float] = {"float64": 1e-6, "float32": 1e-4, "float16": 1e-2}
+
+#: Largest accepted magnitude of raw logits for the fits on raw logits (vector
+#: and matrix scaling): their Hessian mixes terms of order ``z**2`` with terms
+#: of order 1, and beyond ``|z| = 1e8`` the ratio exceeds float64's dynamic
+#: range for a Cholesky factorisation (``1 / eps = 4.5e15``), so no fit is
+#: meaningful. (Maps on log-probabilities take any finite logits.)
+MAX_RAW_LOGIT: float = 1e8
 
 _MAX_SHOW = 6
 
@@ -225,6 +240,10 @@ def check_scores(
         atol = ROW_SUM_ATOL.get(dtype_name, 1e-6)
         dev = np.abs(out.sum(axis=1) - 1.0)
         bad = dev > atol
+        if bad.any() and dtype_name == "float64":
+            dtype_name = _data_precision(out)
+            atol = ROW_SUM_ATOL[dtype_name]
+            bad = dev > atol
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ValueError(
@@ -233,6 +252,29 @@ def check_scores(
                 "Pass kind/input='logits' if these are logits"
             )
     return out
+
+
+def _data_precision(arr: NDArray[np.float64]) -> str:
+    """Narrowest float dtype (of float16, float32, float64) holding every value exactly."""
+    for name in ("float16", "float32"):
+        with np.errstate(over="ignore"):
+            if np.array_equal(arr.astype(name).astype(np.float64), arr):
+                return name
+    return "float64"
+
+
+def check_raw_logits(z: NDArray[np.float64], *, name: str = "logits") -> NDArray[np.float64]:
+    """Refuse raw logits beyond :data:`MAX_RAW_LOGIT` in magnitude (see there)."""
+    big = np.abs(z) > MAX_RAW_LOGIT
+    if big.any():
+        row, col = (int(i) for i in np.argwhere(big)[0])
+        raise ValueError(
+            f"{name} are too large for a fit on raw logits: |z| = {abs(float(z[row, col])):.3g} "
+            f"at row {row}, column {col} exceeds {MAX_RAW_LOGIT:g}, beyond which the fit "
+            "cannot be computed in float64; divide the logits by a constant, or calibrate "
+            "their log-probabilities (input='probs' with softmax(z), or a log-space method)"
+        )
+    return z
 
 
 def check_proba_draws(
@@ -265,12 +307,43 @@ def check_proba_draws(
     return out
 
 
+def _label_vector(y: ArrayLike, *, n_samples: int) -> NDArray[Any]:
+    """``y`` as a 1-D array of ``n_samples`` labels (a column vector is accepted with a warning)."""
+    if y is None:
+        raise ValueError(
+            "y is missing: this estimator requires y to be passed, but the target y is None"
+        )
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is read as "
+            "shape (n_samples,)",
+            DataConversionWarning,
+            stacklevel=4,
+        )
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(
+            f"y has {arr.shape[0]} labels but the scores have {n_samples} rows"
+        )
+    return arr
+
+
+def _integral(arr: NDArray[Any]) -> NDArray[np.bool_] | None:
+    """Mask of integral entries of a float array (None for other dtypes)."""
+    return np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
+
+
 def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.intp]:
-    """Validate class labels against the score columns.
+    """Validate class labels that are integer codes of the score columns.
 
     Labels are integer codes ``0 .. n_classes - 1``: label ``j`` is the class of
     score column ``j`` (the number of classes comes from the score columns,
-    never from the labels, so a class may be absent from ``y``).
+    never from the labels, so a class may be absent from ``y``). Estimators
+    and metrics that take labels as scikit-learn users give them go through
+    :func:`encode_labels` instead.
 
     Parameters
     ----------
@@ -285,25 +358,7 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
     -------
     y : ndarray of shape (n_samples,), intp
     """
-    if y is None:
-        raise ValueError(
-            "y is missing: this estimator requires y to be passed, but the target y is None"
-        )
-    arr = np.asarray(y)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected; it is read as "
-            "shape (n_samples,)",
-            DataConversionWarning,
-            stacklevel=3,
-        )
-        arr = arr.ravel()
-    if arr.ndim != 1:
-        raise ValueError(f"y must be 1-D of shape (n_samples,); got shape {arr.shape}")
-    if arr.shape[0] != n_samples:
-        raise ValueError(
-            f"y has {arr.shape[0]} labels but the scores have {n_samples} rows"
-        )
+    arr = _label_vector(y, n_samples=n_samples)
     if arr.dtype == bool:
         arr = arr.astype(np.intp)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -311,20 +366,168 @@ def check_labels(y: ArrayLike, *, n_samples: int, n_classes: int) -> NDArray[np.
             f"y must hold integer class codes 0..{n_classes - 1} (column j of the scores "
             f"is class j); got dtype {arr.dtype} with values {_show(np.unique(arr))}"
         )
-    integral = np.isfinite(arr) & (arr == np.round(arr)) if arr.dtype.kind == "f" else None
+    integral = _integral(arr)
     if integral is not None and not integral.all():
         raise ValueError(
             "y must hold integer class codes; got continuous (non-integer) values "
             f"{_show(arr[~integral])}"
         )
-    out = arr.astype(np.intp)
-    outside = (out < 0) | (out >= n_classes)
+    # range first: casting a huge float label to int would wrap around
+    outside = (arr < 0) | (arr >= n_classes)
+    if outside.any():
+        shown = np.unique(arr[outside])
+        if arr.dtype.kind == "f" and (np.abs(shown) < 2**53).all():
+            shown = shown.astype(np.int64)
+        raise ValueError(
+            f"y has labels outside the classes 0..{n_classes - 1} given by the score "
+            f"columns: {_show(shown)}"
+        )
+    return arr.astype(np.intp)
+
+
+def _plain_labels(arr: NDArray[Any], name: str) -> NDArray[Any]:
+    """Labels as a numeric, boolean or string array (object arrays of str become str)."""
+    if arr.dtype == object and arr.size and all(isinstance(v, str) for v in arr.ravel()):
+        return arr.astype(str)
+    if arr.dtype.kind in "biufU":
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or inf: {_show(arr[~np.isfinite(arr)])}")
+        return arr
+    raise ValueError(
+        f"Unknown label type: {name} must hold numbers or strings; got dtype {arr.dtype} "
+        f"with values {_show(arr[:_MAX_SHOW])}"
+    )
+
+
+def check_classes(classes: ArrayLike, *, n_classes: int) -> NDArray[Any]:
+    """Validate an explicit list of class labels, one per score column, in column order.
+
+    Parameters
+    ----------
+    classes : array-like of shape (n_classes,)
+        Distinct labels (numbers or strings); ``classes[j]`` is the class of
+        score column ``j``.
+    n_classes : int
+        Number of score columns.
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+        The labels in the given order (object arrays of strings become str).
+    """
+    try:
+        arr = np.asarray(classes)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"classes could not be read as an array: {exc}") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"classes must be 1-D (one label per score column); got shape "
+                         f"{arr.shape}")
+    arr = _plain_labels(arr, "classes")
+    if arr.shape[0] != n_classes:
+        raise ValueError(
+            f"classes must list one label per score column ({n_classes}); got "
+            f"{arr.shape[0]}: {_show(arr)}"
+        )
+    uniq, counts = np.unique(arr, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"classes must be distinct; repeated: {_show(uniq[counts > 1])}")
+    return arr
+
+
+def encode_labels(
+    y: ArrayLike, *, n_samples: int, n_classes: int, classes: ArrayLike | None = None
+) -> tuple[NDArray[Any], NDArray[np.intp]]:
+    """Read labels as scikit-learn users give them and map them to score columns.
+
+    The one place where bayescal decides which score column a label belongs
+    to. With ``classes`` given, ``classes[j]`` is the label of column ``j``
+    and every label must be one of them. Without it:
+
+    1. if ``y`` holds exactly ``n_classes`` distinct labels (numbers or
+       strings), they are the classes in sorted order -- scikit-learn's
+       ``classes_`` convention, the column order of every classifier's
+       ``predict_proba`` -- so ``1..3``, ``{0, 2, 5}`` and strings work;
+    2. if it holds fewer (a class absent from a small calibration set), the
+       labels must be the integer column codes ``0 .. n_classes - 1`` and the
+       classes are ``arange(n_classes)``: any other label is ambiguous (which
+       column is missing?), and the error asks for ``classes``;
+    3. more distinct labels than score columns is an error.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels: integers, integral floats, booleans or strings.
+    n_samples : int
+        Expected length (the number of score rows).
+    n_classes : int
+        Number of score columns.
+    classes : array-like of shape (n_classes,), optional
+        The label of each score column, in column order
+        (:func:`check_classes`).
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+        The label of each score column (``classes_`` of an estimator).
+    codes : ndarray of shape (n_samples,), intp
+        Column index of each label, ``classes[codes] == y``.
+
+    Raises
+    ------
+    ValueError
+        Naming the offending labels: continuous (non-integer) values
+        ("Unknown label type"), NaN, wrong length or shape, more labels than
+        columns, labels outside ``classes``, or codes outside
+        ``0 .. n_classes - 1`` when some class is absent.
+    """
+    arr = _plain_labels(_label_vector(y, n_samples=n_samples), "y")
+    if classes is not None:
+        cls = check_classes(classes, n_classes=n_classes)
+        if (arr.dtype.kind == "U") != (cls.dtype.kind == "U"):
+            raise ValueError(
+                f"y and classes mix strings and numbers: y has dtype {arr.dtype}, classes "
+                f"{_show(cls)}"
+            )
+        order = np.argsort(cls, kind="stable")
+        pos = np.clip(np.searchsorted(cls[order], arr), 0, n_classes - 1)
+        unknown = cls[order][pos] != arr
+        if unknown.any():
+            raise ValueError(
+                f"y has labels that are not in classes {_show(cls)}: "
+                f"{_show(np.unique(arr[unknown]))}"
+            )
+        return cls, order[pos].astype(np.intp)
+    integral = _integral(arr)
+    if integral is not None and not integral.all():
+        raise ValueError(
+            "Unknown label type: continuous. y must hold class labels; got continuous "
+            f"(non-integer) values {_show(arr[~integral])}"
+        )
+    uniq, codes = np.unique(arr, return_inverse=True)
+    if uniq.shape[0] == n_classes:
+        return uniq, codes.astype(np.intp)
+    if uniq.shape[0] > n_classes:
+        raise ValueError(
+            f"y has {uniq.shape[0]} distinct labels but the scores have {n_classes} "
+            f"columns (one per class): {_show(uniq)}"
+        )
+    hint = (
+        f"with fewer distinct labels ({uniq.shape[0]}) than score columns ({n_classes}) "
+        "the labels must be the column codes 0..k-1; pass classes= (the label of each "
+        "score column, in column order) to name them"
+    )
+    if arr.dtype.kind == "U":
+        raise ValueError(
+            f"y has {uniq.shape[0]} distinct labels {_show(uniq)} but the scores have "
+            f"{n_classes} columns: {hint}"
+        )
+    outside = (arr < 0) | (arr >= n_classes)
     if outside.any():
         raise ValueError(
             f"y has labels outside the classes 0..{n_classes - 1} given by the score "
-            f"columns: {_show(np.unique(out[outside]))}"
+            f"columns: {_show(np.unique(arr[outside]))} ({hint})"
         )
-    return out
+    return np.arange(n_classes), arr.astype(np.intp)
 
 
 def check_linear_params(

@@ -11,18 +11,29 @@ Subcommands::
 Score files are ``.npz`` (arrays ``probs`` or ``logits``, and ``y``), ``.npy``
 (scores; labels from ``--labels``) or ``.csv`` (one column per class plus a
 label column: ``--label-column NAME|INDEX``, else a header column ``y`` or
-``label``, else the last column); see :mod:`bayescal.io`.
+``label``, else the last column); see :mod:`bayescal.score_files`. Model files
+are :mod:`bayescal.model_files` JSON documents.
 
-Exit status: 0 on success; 2 for bad input (unreadable file, missing labels or
-label column, NaN or inf, labels that do not match the score columns, wrong
-shapes, existing output without ``--force``), with a one-line message
-``bayescal: error: ...`` on stderr and no output file written.
+Exit status: 0 on success; 2 for every failure (unreadable or damaged file,
+missing labels or label column, NaN or inf, labels that do not match the
+score columns, wrong shapes, an invalid model file, existing output without
+``--force``), with one line ``bayescal: error: ...`` on stderr naming the file
+and the problem, no traceback (``BAYESCAL_DEBUG=1`` shows it), and no output
+file written; 130 when interrupted. Temporary files are removed on failure,
+``SIGTERM`` included; those of a killed process are removed by the next write
+into their directory (:mod:`bayescal._files`).
+
+The module imports only the standard library at start-up: ``bayescal --help``
+and ``bayescal --version`` load no estimator, and the method list of
+``bayescal fit --help`` is read from the registry only when shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -45,12 +56,48 @@ class CLIError(ValueError):
     """A user error: reported on one line, exit status 2."""
 
 
+def _method(name: str) -> str:
+    """argparse ``type`` of ``--method``: a registry name (the registry is read only here)."""
+    from bayescal.calibrators.registry import METHODS
+
+    if name not in METHODS:
+        raise argparse.ArgumentTypeError(
+            f"unknown method {name!r}; choose from {', '.join(METHODS)}"
+        )
+    return name
+
+
+def _info(message: str) -> None:
+    """Progress for a person watching (stderr is a terminal); failures stay one line."""
+    if sys.stderr.isatty():
+        print(message, file=sys.stderr)
+
+
+def _methods_text() -> str:
+    from bayescal.calibrators.registry import METHODS
+
+    width = max(len(n) for n in METHODS)
+    return "\n".join(f"  {s.name:<{width}}  {s.summary}" for s in METHODS.values())
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' layout; fills ``{methods}`` from the registry when shown."""
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        return text.replace("{methods}", _methods_text()) if "{methods}" in text else text
+
+
 def _parse_params(items: list[str] | None) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.isidentifier():
             raise CLIError(f"--param must look like NAME=VALUE; got {item!r}")
+        if key == "input":
+            raise CLIError("--param input=... is not a parameter here: use --input probs|logits")
+        if key in params:
+            raise CLIError(f"--param {key} given twice")
         try:
             params[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -75,33 +122,60 @@ def _progress(iterable: Any, *, total: int | None = None, desc: str = "",
                 file=sys.stderr, leave=False)
 
 
+def _method_label(model: Any) -> str:
+    from bayescal.calibrators.registry import method_name
+
+    try:
+        return method_name(model)
+    except ValueError:
+        return type(model).__name__
+
+
+def _describe_read(path: str, data: Any) -> str:
+    n, k = data.scores.shape
+    parts = [f"read {n} rows x {k} {data.kind} from {path}"]
+    if data.header is not None:
+        parts.append("header " + ",".join(data.header))
+    if data.label_source is not None:
+        parts.append(f"labels from {data.label_source}")
+    return "; ".join(parts)
+
+
 # ---------------------------------------------------------------------------
 # fit / apply / evaluate
 # ---------------------------------------------------------------------------
 def _fit(args: argparse.Namespace) -> int:
     from bayescal.calibrators.registry import METHODS, make_calibrator
-    from bayescal.io import hash_training_data, posterior_path, read_scores, save_model
+    from bayescal.model_files import hash_training_data, posterior_path, save_model
+    from bayescal.score_files import read_scores
 
     out = Path(args.output)
     if out.suffix.lower() != ".json":
         raise CLIError(f"model file must end in .json; got {out}")
-    for target in [out] + ([posterior_path(out)] if METHODS[args.method].bayesian else []):
+    bayesian = METHODS[args.method].bayesian
+    for target in [out] + ([posterior_path(out)] if bayesian else []):
         if target.exists() and not args.force:
             raise CLIError(f"{target} already exists (use --force to replace it)")
+    params = _parse_params(args.param)
     data = read_scores(args.scores, input=args.input, labels=args.labels,
-                       label_column=_label_column(args.label_column), need_labels=True)
-    est = make_calibrator(args.method, input=data.kind, **_parse_params(args.param))
-    print(f"fitting {args.method} on {data.scores.shape[0]} samples, "
-          f"{data.scores.shape[1]} classes ({data.kind})", file=sys.stderr)
-    est.fit(data.scores, data.y)
+                       label_column=_label_column(args.label_column), need_labels=True,
+                       header=args.header)
+    est = make_calibrator(args.method, input=data.kind, **params)
+    _info(f"fitting {args.method} on {data.scores.shape[0]} samples, "
+          f"{data.scores.shape[1]} classes ({data.kind})")
+    try:
+        est.fit(data.scores, data.y)
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        raise CLIError(f"{args.scores}: cannot fit {args.method}: {exc}") from None
     save_model(est, out, training_hash=hash_training_data(data.scores, data.y),
                overwrite=args.force)
-    print(f"wrote {out}" + (f" and {posterior_path(out)}" if METHODS[args.method].bayesian else ""))
+    print(_describe_read(args.scores, data))
+    print(f"wrote {out}" + (f" and {posterior_path(out)}" if bayesian else ""))
     return 0
 
 
 def _load(path: str) -> Any:
-    from bayescal.io import load_model
+    from bayescal.model_files import load_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")
@@ -109,7 +183,7 @@ def _load(path: str) -> Any:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from bayescal.io import read_scores, write_scores
+    from bayescal.score_files import read_scores, write_scores
 
     out = Path(args.output)
     if out.suffix.lower() not in (".npz", ".csv"):
@@ -117,38 +191,49 @@ def _apply(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise CLIError(f"{out} already exists (use --force to replace it)")
     model = _load(args.model)
-    data = read_scores(args.scores, input=model.input,
+    data = read_scores(args.scores, input=getattr(model, "input", "probs"),
                        label_column=_label_column(args.label_column),
-                       n_classes=model.n_features_in_)
-    write_scores(out, model.predict_proba(data.scores), overwrite=args.force)
-    print(f"wrote {out} ({data.scores.shape[0]} rows)")
+                       n_classes=model.n_features_in_, header=args.header)
+    try:
+        proba = model.predict_proba(data.scores)
+    except (ValueError, ArithmeticError) as exc:
+        raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
+    write_scores(out, proba, overwrite=args.force)
+    print(_describe_read(args.scores, data))
+    print(f"wrote {out} ({proba.shape[0]} rows, row i calibrates row i of {args.scores})")
     return 0
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from bayescal.io import read_scores
     from bayescal.maps import softmax
     from bayescal.report import Report
+    from bayescal.score_files import read_scores
 
     model = _load(args.model) if args.model else None
-    kind = args.input if args.input is not None else (model.input if model is not None else None)
+    model_input = getattr(model, "input", "probs") if model is not None else None
+    kind = args.input if args.input is not None else model_input
     data = read_scores(args.scores, input=kind, labels=args.labels,
                        label_column=_label_column(args.label_column), need_labels=True,
-                       n_classes=model.n_features_in_ if model is not None else None)
-    if model is not None and data.kind != model.input:
-        raise CLIError(f"the model was fitted on {model.input} but {args.scores} holds {data.kind}")
+                       n_classes=model.n_features_in_ if model is not None else None,
+                       header=args.header)
+    if model is not None and data.kind != model_input:
+        raise CLIError(f"{args.model} was fitted on {model_input} but {args.scores} holds "
+                       f"{data.kind}")
     before = softmax(data.scores) if data.kind == "logits" else data.scores
     report = Report(title=f"bayescal evaluation of {Path(args.scores).name}", keys=["scores"])
     report.notes.append(f"{data.scores.shape[0]} samples, {data.scores.shape[1]} classes.")
     report.add(data.y, before, image="reliability_uncalibrated.png", scores="uncalibrated")
     if model is not None:
-        from bayescal.calibrators.registry import method_name
-
-        name = method_name(model)
+        name = _method_label(model)
         report.notes.append(f"Model: {args.model} (method {name}).")
-        report.add(data.y, model.predict_proba(data.scores), image="reliability_calibrated.png",
+        try:
+            proba = model.predict_proba(data.scores)
+        except (ValueError, ArithmeticError) as exc:
+            raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
+        report.add(data.y, proba, image="reliability_calibrated.png",
                    scores=f"calibrated ({name})")
     path = report.write(args.report, overwrite=args.force)
+    print(_describe_read(args.scores, data))
     print(report.table())
     print(f"report: {path}")
     return 0
@@ -218,10 +303,7 @@ def _demo(args: argparse.Namespace) -> int:
         except (ImportError, ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
             problems.append(f"{clf_name} / {method} not run: {type(exc).__name__}: {exc}")
             continue
-        image = None
-        if method == "dirichlet-odir":
-            image = f"{clf_name} - {method}.png".replace(" ", "_")
-        report.add(y_te, p, image=image, classifier=clf_name, method=method)
+        report.add(y_te, p, classifier=clf_name, method=method)
     report.notes.extend(problems)
     print(report.table())
     for line in problems:
@@ -232,59 +314,81 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------
-# reproduce
-# ---------------------------------------------------------------------------
-def _reproduce(args: argparse.Namespace) -> int:
-    try:
-        from bayescal.experiments import reproduce
-    except ImportError as exc:
-        raise CLIError(f"the experiments module is not available: {exc}") from exc
-    reproduce(args.suite, data_dir=args.data_dir, out=args.out, quick=args.quick,
-              jobs=args.jobs, progress=not args.no_progress)
-    return 0
-
-
-def _add_reproduce(sub: Any) -> None:
-    """``bayescal reproduce``: the parser of :mod:`bayescal.experiments.command`.
-
-    Falls back to a parser with the same core options when the experiments
-    module cannot be imported (it needs the optional pandas), so that
-    ``bayescal reproduce`` then fails with a clear message.
-    """
-    try:
-        from bayescal.experiments.command import add_reproduce_parser
-    except ImportError:
-        add_reproduce_parser = None
-    if add_reproduce_parser is not None:
-        add_reproduce_parser(sub)
-        return
-    p = sub.add_parser("reproduce", help="rerun the Dirichlet calibration paper's experiments",
-                       description="Run an experiment suite of bayescal.experiments.")
-    p.add_argument("--suite", required=True, help="experiment suite (uci or dnn)")
-    p.add_argument("--data-dir", default=None, help="directory of .npz data files")
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--quick", action="store_true", help="small smoke run")
-    p.add_argument("--jobs", type=int, default=1, help="parallel jobs (default: %(default)s)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=_reproduce)
-
-
-# ---------------------------------------------------------------------------
 # parser
 # ---------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``bayescal`` command."""
-    from bayescal.calibrators.registry import METHODS
+_EXAMPLES = {
+    "main": """\
+examples:
+  bayescal demo                                  # try every method on sklearn's digits
+  bayescal fit val.npz --method dirichlet-l2 -o model.json
+  bayescal apply model.json test.csv -o calibrated.csv
+  bayescal evaluate test.npz --model model.json --report report/
+  bayescal fit --help                            # the methods and their options
 
+Score files: .npz (arrays 'probs' or 'logits', and 'y'), .npy (scores; labels
+with --labels) or .csv (score columns plus a label column). Every failure
+exits with status 2 and one line naming the file and the problem.
+""",
+    "fit": """\
+methods:
+{methods}
+
+examples:
+  bayescal fit val.npz -o model.json          # the recommended default: --method dirichlet
+  bayescal fit val.npz --method temperature -o temp.json
+  bayescal fit val.csv --label-column target --method dirichlet-l2 -o model.json
+  bayescal fit logits.npy --input logits --labels y.npy --method vector -o vec.json
+  bayescal fit val.npz --method dirichlet-odir --param reg_lambda=0.01 --param reg_mu=0.01 \\
+      -o odir.json
+  bayescal fit val.npz --method bayes --param sampler=nutpie -o bayes.json   # + bayes.nc
+
+The model file is JSON (its format: "The command line" in the bayescal
+documentation); a Bayesian method also writes its posterior as netCDF beside
+it (bayes.nc for bayes.json).
+""",
+    "apply": """\
+examples:
+  bayescal apply model.json test.npz -o calibrated.npz
+  bayescal apply model.json test.csv -o calibrated.csv
+  bayescal apply model.json test.csv --no-header -o calibrated.csv
+
+Row i of the output calibrates row i of SCORES; a label column, if any, is
+ignored (use --label-column to say which column it is).
+""",
+    "evaluate": """\
+examples:
+  bayescal evaluate test.npz --report report/
+  bayescal evaluate test.npz --model model.json --report report/
+  bayescal evaluate test.npy --labels y.npy --model model.json --report report/ --force
+
+The report directory gets report.html (self-contained), metrics.csv and the
+reliability diagrams as PNG.
+""",
+    "demo": """\
+examples:
+  bayescal demo
+  bayescal demo --methods temperature dirichlet-l2 --report demo-report
+""",
+}
+
+
+def _version() -> str:
+    from bayescal import __version__
+
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``bayescal`` command (imports no estimator)."""
     parser = argparse.ArgumentParser(
         prog="bayescal",
         description="Calibrate the probabilities of multiclass classifiers (Dirichlet "
                     "calibration: exact, fast and Bayesian).",
-        epilog="Score files: .npz (arrays 'probs' or 'logits', and 'y'), .npy (scores; "
-               "labels with --labels) or .csv (score columns plus a label column).",
+        epilog=_EXAMPLES["main"],
+        formatter_class=_Formatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    methods = "; ".join(f"{s.name}: {s.summary}" for s in METHODS.values())
 
     def scores_options(p: argparse.ArgumentParser, *, labels: bool = True,
                        input: bool = True) -> None:
@@ -298,56 +402,98 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--label-column", metavar="NAME|INDEX",
                        help="CSV label column by header name or 0-based index "
                             "(default: column 'y' or 'label', else the last column)")
+        p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                       help="CSV: the first line is (--header) or is not (--no-header) a header "
+                            "(default: decided from the line; an ambiguous line is refused)")
         p.add_argument("--force", action="store_true", help="replace existing output files")
 
-    fit = sub.add_parser("fit", help="fit a calibrator and save it as JSON",
-                         description=f"Fit a calibrator. Methods: {methods}.")
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description,
+                              epilog=_EXAMPLES[name], formatter_class=_Formatter)
+
+    fit = command("fit", "fit a calibrator and save it as JSON",
+                  "Fit a calibrator on held-out scores and labels and save it as a model file.")
     scores_options(fit)
-    fit.add_argument("--method", required=True, choices=list(METHODS), metavar="METHOD",
-                     help=f"one of: {', '.join(METHODS)}")
+    fit.add_argument("--method", default="dirichlet", type=_method, metavar="METHOD",
+                     help="calibration method (listed below; default: dirichlet, the "
+                          "recommended one)")
     fit.add_argument("--param", action="append", metavar="NAME=VALUE",
                      help="estimator parameter (JSON value), e.g. --param reg_lambda=0.01")
     fit.add_argument("-o", "--output", required=True, metavar="MODEL.json",
                      help="model file to write")
     fit.set_defaults(func=_fit)
 
-    apply = sub.add_parser("apply", help="calibrate scores with a saved model")
+    apply = command("apply", "calibrate scores with a saved model",
+                    "Calibrate scores with a model file written by 'bayescal fit'.")
     apply.add_argument("model", metavar="MODEL.json")
     scores_options(apply, labels=False, input=False)
     apply.add_argument("-o", "--output", required=True, metavar="OUT",
                        help="calibrated probabilities (.npz with array 'probs', or .csv)")
     apply.set_defaults(func=_apply)
 
-    ev = sub.add_parser("evaluate", help="metrics and reliability diagrams, before and after")
+    ev = command("evaluate", "metrics and reliability diagrams, before and after",
+                 "Score probabilities (and a model's calibration of them) against labels.")
     scores_options(ev)
     ev.add_argument("--model", metavar="MODEL.json", help="calibrator to evaluate")
     ev.add_argument("--report", required=True, metavar="DIR",
                     help="directory for report.html, metrics.csv and the PNG diagrams")
     ev.set_defaults(func=_evaluate)
 
-    demo = sub.add_parser("demo", help="calibrate scikit-learn classifiers on the digits data")
+    demo = command("demo", "calibrate scikit-learn classifiers on the digits data",
+                   "Train three classifiers on scikit-learn's digits, calibrate their "
+                   "held-out probabilities with every method and write a report.")
     demo.add_argument("--report", default="bayescal-demo-report", metavar="DIR",
                       help="report directory, replaced files included (default: %(default)s)")
-    demo.add_argument("--methods", nargs="+", choices=list(METHODS), metavar="METHOD",
-                      help="methods to run (default: all)")
+    demo.add_argument("--methods", nargs="+", type=_method, metavar="METHOD",
+                      help="methods to run (default: all; listed by 'bayescal fit --help')")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     demo.set_defaults(func=_demo)
 
-    _add_reproduce(sub)
+    from bayescal.experiments.command import add_reproduce_parser
+
+    add_reproduce_parser(sub)
     return parser
+
+
+def _one_line_warnings(message: Any, category: type, filename: str, lineno: int,
+                       file: Any = None, line: Any = None) -> None:
+    text = " ".join(str(message).split())
+    print(f"bayescal: warning: {category.__name__}: {text}", file=sys.stderr)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds, so temporary files are removed
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bayescal`` console script; returns the exit status."""
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread: leave SIGTERM alone
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, OSError, ImportError) as exc:
-        message = " ".join(str(exc).split())
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("BAYESCAL_DEBUG"):
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        if not isinstance(exc, ValueError | OSError | ImportError | RuntimeError):
+            message = (f"{type(exc).__name__}: {message} (unexpected; BAYESCAL_DEBUG=1 shows "
+                       "the traceback)")
         print(f"{parser.prog}: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import string
+import time
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +26,10 @@ from bayescal._validation import check_alpha, check_labels, check_pi, check_posi
 __all__ = [
     "PAPER_UCI_DATASETS",
     "UCI_CHECKSUMS",
+    "NetworkOutputs",
     "UCIDataset",
     "default_dirgen_params",
+    "load_network_outputs",
     "load_uci",
     "make_dirgen",
 ]
@@ -220,26 +224,52 @@ def _download(url: str, dest: Path) -> None:
             out.write(chunk)
 
 
+def _data_url(name: str) -> str:
+    """``$BAYESCAL_DATA_URL`` (or :data:`UCI_URL`) with ``{name}`` filled in."""
+    template = os.environ.get("BAYESCAL_DATA_URL", UCI_URL)
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"BAYESCAL_DATA_URL={template!r} is not a valid template ({exc}); "
+                         "it must contain the placeholder {name} and no other braces") from None
+    if fields != ["name"]:
+        raise ValueError(f"BAYESCAL_DATA_URL={template!r} must contain the placeholder {{name}} "
+                         f"exactly once and no other {{...}} fields; found {fields}")
+    return template.format(name=name)
+
+
 def _fetch_uci(name: str, cache: Path) -> Path:
     """Download ``<name>.npz`` into ``cache``, verify its SHA-256, move into place."""
+    from bayescal._files import atomic_write
+
+    url = _data_url(name)
     cache.mkdir(parents=True, exist_ok=True)
-    url = os.environ.get("BAYESCAL_DATA_URL", UCI_URL).format(name=name)
     target = cache / f"{name}.npz"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=cache)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        _download(url, tmp)
+
+    def fetch(tmp: Path) -> None:
+        try:
+            _download(url, tmp)
+        except OSError as exc:  # URLError, HTTPError, timeouts
+            raise OSError(f"cannot download {name!r} from {url}: {exc}") from exc
         digest = _sha256(tmp)
         if digest != UCI_CHECKSUMS[name]:
             raise OSError(
                 f"checksum mismatch for {name!r} downloaded from {url}: got sha256 {digest}, "
                 f"expected {UCI_CHECKSUMS[name]}; the file was discarded"
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+
+    return atomic_write(target, fetch, overwrite=True)
+
+
+def _read_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Arrays ``names`` of an .npz file; ValueError naming the file if any is missing."""
+    from bayescal.score_files import load_npz
+
+    arrays, files = load_npz(path, names)
+    missing = sorted(set(names) - set(arrays))
+    if missing:
+        raise ValueError(f"{path} lacks the arrays {missing} (it has {sorted(files)})")
+    return arrays
 
 
 def load_uci(name: str, data_home: str | os.PathLike[str] | None = None) -> UCIDataset:
@@ -293,22 +323,90 @@ def load_uci(name: str, data_home: str | os.PathLike[str] | None = None) -> UCID
         if path.is_file():
             digest = _sha256(path)
             if digest != UCI_CHECKSUMS[name]:
-                raise OSError(
+                # damaged (e.g. truncated) or replaced: set aside and fetch again
+                aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+                os.replace(path, aside)
+                warnings.warn(
                     f"cached file {path} has sha256 {digest}, expected {UCI_CHECKSUMS[name]}; "
-                    "delete it to download a fresh copy"
+                    f"moved aside as {aside.name} and downloading a fresh copy",
+                    UserWarning, stacklevel=2,
                 )
+                path = _fetch_uci(name, cache)
         else:
             path = _fetch_uci(name, cache)
-    with np.load(path, allow_pickle=False) as f:
-        missing = {"X", "y", "class_names"} - set(f.files)
-        if missing:
-            raise ValueError(f"{path} lacks the arrays {sorted(missing)}")
-        X = np.asarray(f["X"], dtype=np.float64)
-        y = np.asarray(f["y"])
-        class_names = np.asarray(f["class_names"]).astype(str)
+    arrays = _read_npz(path, ("X", "y", "class_names"))
+    try:
+        X = np.asarray(arrays["X"], dtype=np.float64)
+        class_names = np.asarray(arrays["class_names"]).astype(str)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: X must be numeric and class_names text ({exc})") from None
+    y = np.asarray(arrays["y"])
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(
             f"{path}: X must be 2-D and y 1-D of matching length; got {X.shape}, {y.shape}"
         )
-    y = check_labels(y, n_samples=X.shape[0], n_classes=len(class_names))
+    try:
+        y = check_labels(y, n_samples=X.shape[0], n_classes=len(class_names))
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     return UCIDataset(name=name, X=X, y=y, class_names=class_names)
+
+
+# ---------------------------------------------------------------------------
+# Deep-network outputs (the paper's section 4.2)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NetworkOutputs:
+    """A network's test-set outputs split into calibration and test rows.
+
+    Attributes
+    ----------
+    name : str
+        The file stem.
+    probs : ndarray of shape (n, k)
+        Softmax outputs (float32 or float64 as stored).
+    y : ndarray of shape (n,)
+        Labels ``0 .. k-1``.
+    idx_val, idx_test : ndarray of int
+        Calibration and test rows (disjoint).
+    """
+
+    name: str
+    probs: NDArray[np.floating]
+    y: NDArray[np.intp]
+    idx_val: NDArray[np.intp]
+    idx_test: NDArray[np.intp]
+
+
+def load_network_outputs(path: str | os.PathLike[str]) -> NetworkOutputs:
+    """Read a network-output ``.npz`` (arrays ``probs``, ``y``, ``idx_val``, ``idx_test``).
+
+    Raises
+    ------
+    ValueError
+        Naming the file: a missing array, a damaged file, shapes that do not
+        match, labels outside the columns, or indices out of range, repeated
+        or shared by the two splits.
+    """
+    from bayescal._validation import check_scores
+
+    path = Path(path)
+    a = _read_npz(path, ("probs", "y", "idx_val", "idx_test"))
+    try:
+        probs = a["probs"]
+        check_scores(probs, name="probs")
+        y = check_labels(a["y"], n_samples=probs.shape[0], n_classes=probs.shape[1])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    idx = {}
+    for key in ("idx_val", "idx_test"):
+        v = np.asarray(a[key])
+        if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
+            raise ValueError(f"{path}: {key} must be a non-empty 1-D integer array; got dtype "
+                             f"{v.dtype}, shape {v.shape}")
+        if v.min() < 0 or v.max() >= probs.shape[0] or np.unique(v).size != v.size:
+            raise ValueError(f"{path}: {key} must hold distinct row numbers in 0..{len(y) - 1}")
+        idx[key] = v.astype(np.intp)
+    if np.intersect1d(idx["idx_val"], idx["idx_test"]).size:
+        raise ValueError(f"{path}: idx_val and idx_test share rows")
+    return NetworkOutputs(path.stem, probs, y, idx["idx_val"], idx["idx_test"])

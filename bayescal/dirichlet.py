@@ -100,6 +100,7 @@ from bayescal._validation import (
     check_nonnegative_float,
     check_option,
     check_positive_int,
+    check_sample_weight,
     check_scores,
 )
 from bayescal.maps import log_features
@@ -268,16 +269,22 @@ class SufficientStatistics:
         return cls(np.zeros(n_classes), np.zeros((n_classes, n_classes)))
 
     @classmethod
-    def from_features(cls, x: ArrayLike, y: ArrayLike) -> SufficientStatistics:
+    def from_features(
+        cls, x: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> SufficientStatistics:
         """Statistics of precomputed features ``x`` (n, k) with valid labels ``y`` (n,).
 
-        One sparse product ``onehot(y).T @ x``: :math:`O(nk)` work.
+        One sparse product ``onehot(y).T @ x``: :math:`O(nk)` work. With
+        (validated) ``sample_weight`` every sample counts with its weight:
+        ``counts[j] = sum_{y_i = j} w_i`` and ``sums[j] = sum_{y_i = j} w_i x_i``
+        (frequency weights: an integer weight equals repeating the sample).
         """
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.intp)
         n, k = x.shape
-        onehot_t = sp.csr_matrix((np.ones(n), (y, np.arange(n))), shape=(k, n))
-        return cls(np.bincount(y, minlength=k).astype(np.float64), onehot_t @ x)
+        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        onehot_t = sp.csr_matrix((w, (y, np.arange(n))), shape=(k, n))
+        return cls(np.bincount(y, weights=w, minlength=k).astype(np.float64), onehot_t @ x)
 
 
 def _is_dask_array(obj: Any) -> bool:
@@ -342,6 +349,7 @@ def sufficient_statistics(
     kind: str = "probs",
     eps: float = EPS,
     chunk_rows: int | None = None,
+    sample_weight: ArrayLike | None = None,
 ) -> SufficientStatistics:
     r"""Class counts and sums of floored log-features, in one pass over ``scores``.
 
@@ -362,6 +370,9 @@ def sufficient_statistics(
     chunk_rows : int, optional
         Rows per chunk; default about ``2**18 / k`` (numpy input only: a dask
         array keeps its own row blocks).
+    sample_weight : array-like of shape (n_samples,), optional
+        Frequency weights of the samples (numpy input only; see
+        :meth:`SufficientStatistics.from_features`).
 
     Returns
     -------
@@ -370,6 +381,8 @@ def sufficient_statistics(
     check_option(kind, "kind", ("probs", "logits"))
     eps = check_eps(eps)
     if _is_dask_array(scores):
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with dask arrays of scores")
         return _dask_sufficient_statistics(scores, y, kind=kind, eps=eps)
     if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
         check_scores(scores, kind=kind)  # raises: sparse input is not supported
@@ -378,6 +391,7 @@ def sufficient_statistics(
         check_scores(scores, kind=kind)  # raises, worded by the shared check
     n, k = s.shape
     labels = check_labels(y, n_samples=n, n_classes=k)
+    weights = None if sample_weight is None else check_sample_weight(sample_weight, n_samples=n)
     step = (
         max(1, CHUNK_ELEMENTS // max(k, 1))
         if chunk_rows is None
@@ -391,7 +405,8 @@ def sufficient_statistics(
             # Re-check the whole array so the message gives the global row.
             check_scores(s, kind=kind)
             raise
-        stats = stats + SufficientStatistics.from_features(x, labels[start : start + step])
+        w = None if weights is None else weights[start : start + step]
+        stats = stats + SufficientStatistics.from_features(x, labels[start : start + step], w)
     return stats
 
 

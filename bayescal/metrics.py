@@ -1,8 +1,20 @@
 r"""Metrics of calibrated probabilities: pure functions returning floats.
 
-All functions take integer labels ``y`` (``0 .. k-1``, column ``j`` is class
-``j``) and probabilities ``proba`` of shape ``(n, k)``; inputs are validated by
-:mod:`bayescal._validation`.
+All functions take labels ``y`` and probabilities ``proba`` of shape ``(n, k)``;
+inputs are validated by :mod:`bayescal._validation`. Labels are read as
+scikit-learn users give them (:func:`bayescal._validation.encode_labels`): the
+sorted distinct labels name the columns when there are ``k`` of them (strings,
+``1..k``, ...), otherwise the labels are the integer column codes ``0 .. k-1``
+(a class may be absent).
+
+Agreement with scikit-learn. :func:`log_loss` equals
+:func:`sklearn.metrics.log_loss` (same clipping rule, weights and ``labels``);
+:func:`brier_score` equals ``sklearn.metrics.brier_score_loss(y, proba,
+scale_by_half=False)`` (for two classes scikit-learn's default halves it);
+:func:`accuracy` takes probabilities, unlike
+:func:`sklearn.metrics.accuracy_score`, and equals
+``accuracy_score(y, classes[proba.argmax(axis=1)])``. The tests check each
+equality on shared inputs.
 
 Binning (``reliability_table``, the ECE family and the calibration test):
 ``strategy="uniform"`` uses ``n_bins = M`` equal-width bins on [0, 1]; bin
@@ -36,12 +48,13 @@ from scipy.special import ndtr
 
 from bayescal._validation import (
     check_fraction,
-    check_labels,
     check_option,
     check_positive_int,
     check_proba_draws,
     check_rng,
+    check_sample_weight,
     check_scores,
+    encode_labels,
 )
 
 __all__ = [
@@ -56,6 +69,7 @@ __all__ = [
     "debiased_ece",
     "expected_calibration_error",
     "log_loss",
+    "log_loss_eps",
     "max_calibration_error",
     "p_ece",
     "posterior_bands",
@@ -74,28 +88,84 @@ RESAMPLE_CHUNK_ELEMENTS = 2**20
 #: with the CDF columns; beyond, by one binary search over all rows.
 _FEW_CLASSES = 32
 
-#: Floor on the probability of the true class inside :func:`log_loss`, so a
-#: confident mistake costs ``-ln(1e-15) = 34.5`` nats instead of ``inf``.
-LOG_LOSS_FLOOR = 1e-15
-
-
-def _check(y: ArrayLike, proba: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+def _check(
+    y: ArrayLike, proba: ArrayLike, labels: ArrayLike | None = None
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Validated probabilities and the column index of each label."""
     p = check_scores(proba, kind="probs", name="proba")
-    return check_labels(y, n_samples=p.shape[0], n_classes=p.shape[1]), p
+    if labels is not None:
+        order = np.asarray(labels)
+        if order.ndim == 1 and order.size > 1 and not (order[1:] > order[:-1]).all():
+            raise ValueError(
+                f"labels must be sorted (column j of proba is the j-th smallest label, as in "
+                f"scikit-learn); got {order.tolist()!r}"
+            )
+    return encode_labels(y, n_samples=p.shape[0], n_classes=p.shape[1], classes=labels)[1], p
 
 
-def log_loss(y: ArrayLike, proba: ArrayLike) -> float:
-    r"""Mean negative log-likelihood of the true class.
+def log_loss_eps(dtype: Any) -> float:
+    """The clip of :func:`log_loss` for probabilities of ``dtype``: its machine epsilon.
 
-    .. math:: \mathrm{LL} = -\frac1n \sum_i \ln \max(p_{i,y_i}, 10^{-15})
+    scikit-learn's rule since 1.5: ``np.finfo(dtype).eps`` for a float dtype
+    (2.2e-16 for float64, 1.19e-7 for float32), float64's for other dtypes.
+    """
+    dt = np.dtype(dtype)
+    return float(np.finfo(dt if np.issubdtype(dt, np.floating) else np.float64).eps)
+
+
+def log_loss(
+    y: ArrayLike,
+    proba: ArrayLike,
+    *,
+    sample_weight: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+    eps: float | str = "auto",
+) -> float:
+    r"""Mean negative log-likelihood of the true class, as :func:`sklearn.metrics.log_loss`.
+
+    .. math:: \mathrm{LL} = -\frac{\sum_i w_i \ln \mathrm{clip}(p_{i,y_i}, \epsilon,
+       1 - \epsilon)}{\sum_i w_i}
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels (see the module docstring).
+    proba : array-like of shape (n_samples, n_classes)
+        Probabilities; rows must sum to one.
+    sample_weight : array-like of shape (n_samples,), optional
+        Weights ``w_i`` (default 1).
+    labels : array-like of shape (n_classes,), optional
+        The labels of the columns, sorted (needed when ``y`` lacks a class and
+        its labels are not column codes), as scikit-learn's ``labels``.
+    eps : "auto" or float, default="auto"
+        The clip. ``"auto"`` is scikit-learn's rule since 1.5,
+        :func:`log_loss_eps` of the input's dtype (a confident mistake then
+        costs ``-ln(2.2e-16) = 36.04`` nats in float64), so the result equals
+        ``sklearn.metrics.log_loss(y, proba)``. ``1e-15`` reproduces
+        scikit-learn before 1.5 (and results computed with it, 34.54 nats).
+
+    Returns
+    -------
+    float
 
     Examples
     --------
     >>> log_loss([0, 1], [[0.5, 0.5], [0.25, 0.75]])  # (ln 2 + ln 4/3) / 2
     0.4904146265058631
+    >>> log_loss(["cat", "dog"], [[0.5, 0.5], [0.25, 0.75]])  # labels name sorted columns
+    0.4904146265058631
     """
-    y, p = _check(y, proba)
-    return float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), y], LOG_LOSS_FLOOR))))
+    if isinstance(eps, str):
+        check_option(eps, "eps", ("auto",))
+    else:
+        eps = check_fraction(eps, "eps")
+    dtype = getattr(proba, "dtype", None)  # before the float64 conversion of _check
+    y, p = _check(y, proba, labels)
+    if eps == "auto":
+        eps = log_loss_eps(dtype if isinstance(dtype, np.dtype) else np.asarray(proba).dtype)
+    sw = check_sample_weight(sample_weight, n_samples=p.shape[0])
+    nll = -np.log(np.clip(p[np.arange(len(y)), y], eps, 1.0 - eps))
+    return float(np.average(nll, weights=sw))
 
 
 def brier_score(y: ArrayLike, proba: ArrayLike) -> float:
@@ -103,7 +173,10 @@ def brier_score(y: ArrayLike, proba: ArrayLike) -> float:
 
     .. math:: \mathrm{BS} = \frac1n \sum_i \sum_j (p_{ij} - [y_i = j])^2
 
-    Ranges from 0 (perfect) to 2.
+    Ranges from 0 (perfect) to 2. Equals
+    ``sklearn.metrics.brier_score_loss(y, proba, scale_by_half=False)``; for
+    two classes scikit-learn's default (``scale_by_half="auto"``) is half of
+    it, the squared error of the second column only.
 
     Examples
     --------
@@ -117,7 +190,33 @@ def brier_score(y: ArrayLike, proba: ArrayLike) -> float:
 
 
 def accuracy(y: ArrayLike, proba: ArrayLike) -> float:
-    """Fraction of samples whose most probable class (first on ties) is the label."""
+    """Fraction of samples whose most probable class (first on ties) is the label.
+
+    Takes **probabilities**, unlike :func:`sklearn.metrics.accuracy_score`,
+    which takes predicted labels: ``accuracy(y, proba)`` equals
+    ``accuracy_score(y, classes[proba.argmax(axis=1)])`` with ``classes`` the
+    sorted labels (a calibrator's ``score`` is the same number).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels (see the module docstring).
+    proba : array-like of shape (n_samples, n_classes)
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> accuracy(["a", "b", "b"], [[0.6, 0.4], [0.3, 0.7], [0.8, 0.2]])
+    0.6666666666666666
+    """
+    if np.ndim(proba) == 1:
+        raise ValueError(
+            "accuracy takes probabilities of shape (n_samples, n_classes), not predicted "
+            "labels; for labels use sklearn.metrics.accuracy_score(y_true, y_pred)"
+        )
     y, p = _check(y, proba)
     return float(np.mean(np.argmax(p, axis=1) == y))
 

@@ -106,6 +106,9 @@ class ReliabilityDisplay:
         The binned statistics of each panel.
     bands : ReliabilityBands or None
         The band drawn (consistency or posterior), for all classes.
+    histograms : ndarray of Axes or None
+        The inset axes (right y-axis: count) holding each panel's histogram of
+        scores per bin, parallel to ``axes``; ``None`` with ``histogram=False``.
     """
 
     figure: Figure
@@ -113,6 +116,7 @@ class ReliabilityDisplay:
     classes: list[int] | None
     tables: list[ReliabilityTable]
     bands: ReliabilityBands | None
+    histograms: NDArray[np.object_] | None = None
 
 
 def _shown_classes(
@@ -147,7 +151,7 @@ def _panel_axes(n_panels: int, ax: Any, fig: Any, size: float = 2.7) -> tuple[An
     ncols = int(np.ceil(np.sqrt(n_panels)))
     nrows = int(np.ceil(n_panels / ncols))
     if fig is None:
-        fig = _pyplot().figure(figsize=(size * ncols, size * nrows), layout="constrained")
+        fig = _pyplot().figure(figsize=(size * ncols, size * nrows), layout="compressed")
     grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for extra in grid[n_panels:]:
         extra.remove()
@@ -157,7 +161,7 @@ def _panel_axes(n_panels: int, ax: Any, fig: Any, size: float = 2.7) -> tuple[An
 def _draw_reliability_panel(
     ax: Any,
     table: ReliabilityTable,
-    band: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None,
+    band: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
     *,
     band_label: str,
     xlabel: str,
@@ -165,27 +169,72 @@ def _draw_reliability_panel(
     title: str,
     note: str,
     legend: bool,
-) -> None:
-    """Bars of observed frequency, bin means, the diagonal and the band of one panel.
+    histogram: bool,
+) -> Any:
+    """Observed frequencies, the diagonal, the band and the count histogram of one panel.
 
-    Artists added: one BarContainer (``n_bins`` rectangles), two Line2D
-    (diagonal, bin means), one LineCollection (the band, if any), one Text (note).
+    Drawn only where bins hold data: one dot per non-empty bin at (mean
+    predicted probability, observed frequency), joined by a line as in
+    scikit-learn's :class:`~sklearn.calibration.CalibrationDisplay`; the band
+    as one shaded rectangle per non-empty bin, spanning the bin and its band;
+    the number of scores per bin as grey bars on an inset axes over the bottom
+    quarter of the panel (count on its right axis), drawn beneath the curve.
+
+    Artists added to ``ax``: two Line2D (diagonal, observed frequency), one
+    BarContainer of the band (if any), one Text (the note, unless it goes in
+    the legend's title). Returns the inset axes of the histogram (or ``None``).
     """
-    acc = np.nan_to_num(table.accuracy, nan=0.0)
-    ax.bar(table.edges[:-1], acc, width=np.diff(table.edges), align="edge", color="C0",
-           alpha=0.55, edgecolor="C0", linewidth=0.5, label="observed frequency")
-    ax.plot([0, 1], [0, 1], linestyle="--", color="0.4", linewidth=1, label="calibrated")
-    ax.plot(table.mean_confidence, table.accuracy, "o", color="C1", markersize=3,
-            label="bin mean")
+    nonempty = table.counts > 0
+    left, width = table.edges[:-1], np.diff(table.edges)
+    hist_ax = None
+    if histogram:
+        # an inset over the bottom quarter of the panel, below the curve (zorder < lines)
+        hist_ax = ax.inset_axes([0.0, 0.0, 1.0, 0.25], sharex=ax, zorder=0.9)
+        hist_ax.bar(left[nonempty], table.counts[nonempty], width=width[nonempty], align="edge",
+                    color="0.55", alpha=0.45, linewidth=0, label="count per bin (right axis)")
+        top = int(table.counts.max())
+        hist_ax.set_ylim(0, max(top, 1))
+        hist_ax.patch.set_visible(False)
+        hist_ax.yaxis.tick_right()
+        hist_ax.yaxis.set_label_position("right")
+        hist_ax.set_yticks([0, top])
+        hist_ax.tick_params(axis="y", labelsize=7, colors="0.35")
+        hist_ax.tick_params(axis="x", bottom=False, labelbottom=False)
+        hist_ax.set_ylabel("count", fontsize=7, color="0.35", labelpad=1)
+        for side in ("top", "left", "bottom"):
+            hist_ax.spines[side].set_visible(False)
     if band is not None:
-        x, low, high = band
-        ok = np.isfinite(x)
-        ax.vlines(x[ok], low[ok], high[ok], color="C3", linewidth=3, alpha=0.5, label=band_label)
-    ax.text(0.03, 0.97, note, transform=ax.transAxes, va="top", ha="left", fontsize=8)
+        low, high = band
+        ok = nonempty & np.isfinite(low) & np.isfinite(high)
+        ax.bar(left[ok], (high - low)[ok], bottom=low[ok], width=width[ok], align="edge",
+               color="C0", alpha=0.18, linewidth=0, label=band_label)
+    ax.plot([0, 1], [0, 1], linestyle=":", color="0.3", linewidth=1, label="perfectly calibrated")
+    ax.plot(table.mean_confidence[nonempty], table.accuracy[nonempty], "o-", color="C0",
+            markersize=3.5, linewidth=1.2, label="observed frequency")
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel=xlabel, ylabel=ylabel, title=title)
-    ax.set_aspect("equal")
+    ax.set_box_aspect(1)  # a square panel
     if legend:
-        ax.legend(loc="lower right", fontsize=7, frameon=False)
+        handles, labels = ax.get_legend_handles_labels()
+        if hist_ax is not None:
+            more = hist_ax.get_legend_handles_labels()
+            handles, labels = handles + more[0], labels + more[1]
+        # below the panel, where it hides no data
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(-0.02, -0.13), ncols=2,
+                  fontsize=7, title=note, title_fontsize=7, frameon=False, alignment="left")
+    else:
+        ax.text(0.03, 0.97, note, transform=ax.transAxes, va="top", ha="left", fontsize=7)
+    return hist_ax
+
+
+def _band_rows(bands: ReliabilityBands | None, table: ReliabilityTable, j: int | None
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """``(low, high)`` of the band on the panel's bins (class ``j``, or the confidence)."""
+    if bands is None:
+        return None
+    edges = bands.edges if j is None else bands.edges[j]
+    if not np.array_equal(edges, table.edges):  # pragma: no cover - same binning by design
+        raise RuntimeError("the band and the reliability table use different bins")
+    return (bands.low, bands.high) if j is None else (bands.low[j], bands.high[j])
 
 
 def _reliability_figure(
@@ -199,50 +248,57 @@ def _reliability_figure(
     strategy: str,
     bands: ReliabilityBands | None,
     band_label: str,
+    histogram: bool,
     classes: Sequence[int] | None,
     max_classes: int,
     class_names: Sequence[str] | None,
     title: str | None,
 ) -> ReliabilityDisplay:
+    check_option(histogram, "histogram", (True, False))
     k = p.shape[1]
     names = _class_names(class_names, k)
     if kind == "confidence" and classes is not None:
         raise ValueError("classes selects panels of kind='classwise'; got it with "
                          "kind='confidence'")
     if kind == "confidence":
-        figure, axes = _panel_axes(1, ax, fig, size=4.0)
+        figure, axes = _panel_axes(1, ax, fig, size=4.2)
         table = reliability_table(y, p, n_bins=n_bins, strategy=strategy)
-        band = None if bands is None else (bands.mean_confidence, bands.low, bands.high)
         ece = expected_calibration_error(y, p, n_bins, strategy=strategy)
-        _draw_reliability_panel(
-            axes[0], table, band, band_label=band_label, xlabel="confidence (top probability)",
-            ylabel="accuracy", title=title or "Reliability diagram (confidence)",
-            note=f"ECE = {ece:.4f}\nn = {len(y)}, {n_bins} {strategy} bins", legend=True,
+        hist = _draw_reliability_panel(
+            axes[0], table, _band_rows(bands, table, None), band_label=band_label,
+            xlabel="confidence (top predicted probability)", ylabel="accuracy",
+            title=title or "Reliability diagram (confidence)",
+            note=f"ECE = {ece:.4f}; n = {len(y)}, {n_bins} {strategy} bins", legend=True,
+            histogram=histogram,
         )
-        return ReliabilityDisplay(figure, np.array(axes, dtype=object), None, [table], bands)
+        return ReliabilityDisplay(figure, np.array(axes, dtype=object), None, [table], bands,
+                                  np.array([hist], dtype=object) if histogram else None)
     shown, subset_note = _shown_classes(y, k, classes, max_classes)
     figure, axes = _panel_axes(len(shown), ax, fig)
-    tables = []
+    tables, hists = [], []
     for j, axj in zip(shown, axes, strict=True):
         table = reliability_table(y, p, n_bins=n_bins, kind="class", class_index=j,
                                   strategy=strategy)
         tables.append(table)
-        band = None if bands is None else (bands.mean_confidence[j], bands.low[j], bands.high[j])
-        _draw_reliability_panel(
-            axj, table, band, band_label=band_label, xlabel=f"predicted p({names[j]})",
-            ylabel="observed frequency", title=names[j],
+        hists.append(_draw_reliability_panel(
+            axj, table, _band_rows(bands, table, j), band_label=band_label,
+            xlabel=f"predicted p({names[j]})", ylabel="observed frequency", title=names[j],
             note=f"ECE$_j$ = {table.ece():.4f}\nn$_j$ = {int(np.sum(y == j))}",
-            legend=False,
-        )
+            legend=False, histogram=histogram,
+        ))
     cw = classwise_ece(y, p, n_bins, strategy=strategy)
     heading = title or "Classwise reliability diagrams"
     extra = f" ({subset_note})" if subset_note else ""
     figure.suptitle(f"{heading}{extra}; cw-ECE = {cw:.4f}", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
+    if histogram:
+        more = hists[0].get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
     wide = len(axes) > 4  # grids of 3+ columns fit the legend on one line
     figure.legend(handles, labels, loc="outside lower center", ncols=4 if wide else 2,
                   fontsize=8, frameon=False)
-    return ReliabilityDisplay(figure, np.array(axes, dtype=object), shown, tables, bands)
+    return ReliabilityDisplay(figure, np.array(axes, dtype=object), shown, tables, bands,
+                              np.array(hists, dtype=object) if histogram else None)
 
 
 def reliability_diagram(
@@ -257,6 +313,7 @@ def reliability_diagram(
     bands: bool = True,
     level: float = 0.9,
     n_resamples: int = 1000,
+    histogram: bool = True,
     classes: Sequence[int] | None = None,
     max_classes: int = 20,
     class_names: Sequence[str] | None = None,
@@ -265,13 +322,16 @@ def reliability_diagram(
 ) -> ReliabilityDisplay:
     """Reliability diagram of the top-label confidence or of every class.
 
-    Each panel shows the observed frequency per bin (bars over the bin's
-    extent), the bin's mean predicted probability against that frequency
-    (dots; a calibrated model's dots lie on the dashed diagonal) and, with
-    ``bands=True``, the consistency band of each bin
-    (:func:`bayescal.metrics.consistency_bands`): where the frequency would
-    fall with probability ``level`` if the model were calibrated. A dot
-    outside its band is evidence of miscalibration in that bin.
+    Each panel shows, for every bin that holds scores, the bin's mean
+    predicted probability against the observed frequency of the event (dots
+    joined by a line, as scikit-learn's
+    :class:`~sklearn.calibration.CalibrationDisplay`; a calibrated model's
+    dots lie on the dotted diagonal), the number of scores in the bin (grey
+    histogram, right axis) and, with ``bands=True``, the consistency band of
+    the bin (:func:`bayescal.metrics.consistency_bands`) as a shaded
+    rectangle: where the frequency would fall with probability ``level`` if
+    the model were calibrated. A dot outside its rectangle is evidence of
+    miscalibration in that bin; empty bins draw nothing.
 
     Parameters
     ----------
@@ -292,6 +352,9 @@ def reliability_diagram(
     level : float, default=0.9
         Probability covered by each band.
     n_resamples : int, default=1000
+    histogram : bool, default=True
+        Draw the number of scores per bin as a histogram along the bottom of
+        each panel (inset axes, count on the right).
     classes : sequence of int, optional
         Classes to draw with ``kind="classwise"``. Default: all classes when
         ``k <= max_classes``, else the ``max_classes`` most frequent in ``y``.
@@ -327,7 +390,8 @@ def reliability_diagram(
     )
     return _reliability_figure(
         yy, p, kind=kind, ax=ax, fig=fig, n_bins=n_bins, strategy=strategy, bands=band,
-        band_label=f"{level:.0%} consistency band", classes=classes, max_classes=max_classes,
+        band_label=f"{level:.0%} consistency band", histogram=histogram, classes=classes,
+        max_classes=max_classes,
         class_names=class_names, title=title,
     )
 
@@ -342,6 +406,7 @@ def posterior_reliability_diagram(
     n_bins: int = 15,
     strategy: str = "uniform",
     level: float = 0.9,
+    histogram: bool = True,
     classes: Sequence[int] | None = None,
     max_classes: int = 20,
     class_names: Sequence[str] | None = None,
@@ -354,7 +419,7 @@ def posterior_reliability_diagram(
     each bin (:func:`bayescal.metrics.posterior_bands`) is the central
     ``level`` interval, over posterior draws, of the bin's mean calibrated
     probability: the calibrated map is uncertain to this extent. Where the
-    observed frequency (bar top) lies inside the band, the data agree with
+    observed frequency (dot) lies inside the shaded band, the data agree with
     some posterior draw in that bin.
 
     Parameters
@@ -363,7 +428,7 @@ def posterior_reliability_diagram(
     proba_draws : array-like of shape (n_draws, n_samples, n_classes)
         Calibrated probabilities of every posterior draw, as returned by a
         Bayesian calibrator's ``predict_proba_draws``.
-    kind, ax, fig, n_bins, strategy, level, classes, max_classes, class_names, title
+    kind, ax, fig, n_bins, strategy, level, histogram, classes, max_classes, class_names, title
         As in :func:`reliability_diagram`.
 
     Returns
@@ -378,6 +443,7 @@ def posterior_reliability_diagram(
     return _reliability_figure(
         yy, draws.mean(axis=0), kind=kind, ax=ax, fig=fig, n_bins=n_bins, strategy=strategy,
         bands=band, band_label=f"{level:.0%} posterior band ({draws.shape[0]} draws)",
+        histogram=histogram,
         classes=classes, max_classes=max_classes, class_names=class_names,
         title=title or ("Posterior reliability diagram" + (" (confidence)" if kind ==
                                                             "confidence" else "")),
@@ -640,72 +706,158 @@ def confusion_change(
 
 
 # --------------------------------------------------------------------------
-# Forest plot of posterior draws
+# Forest plot of posterior draws (drawn by ArviZ)
 # --------------------------------------------------------------------------
 
+_SAMPLE_DIMS = ("chain", "draw")
 
-def _draws_dict(draws: Any, var_names: Sequence[str] | None) -> dict[str, NDArray[np.float64]]:
-    """Named arrays of shape (n_draws, ...) from an array, a mapping or InferenceData."""
-    if hasattr(draws, "posterior"):  # ArviZ InferenceData: merge chains and draws
+
+def _named_draws(
+    draws: Any, var_names: Sequence[str] | None
+) -> dict[str, tuple[NDArray[np.float64], list[str]]]:
+    """Named draws of shape ``(n_chains, n_draws, m)`` with a label per scalar entry.
+
+    ``draws`` is an array ``(n_draws, ...)`` (one chain, named ``var_names[0]``
+    or ``"W"``), a mapping of such arrays, or an object with a ``posterior``
+    group of dims ``(chain, draw, ...)`` (ArviZ ``InferenceData`` or an xarray
+    ``DataTree``). Labels are the entry's coordinate values, e.g. ``"0, 1"``.
+    """
+    if hasattr(draws, "posterior"):
         post = draws.posterior
+        available = list(post.data_vars)
         names = list(var_names) if var_names is not None else (
-            ["W"] if "W" in post.data_vars else list(post.data_vars))
-        missing = [v for v in names if v not in post.data_vars]
+            ["W"] if "W" in available else available)
+        missing = [v for v in names if v not in available]
         if missing:
-            raise ValueError(f"variables {missing} are not in the posterior; it has "
-                             f"{list(post.data_vars)}")
+            raise ValueError(f"variables {missing} are not in the posterior; it has {available}")
         out = {}
         for v in names:
-            values = np.asarray(post[v].values, dtype=np.float64)
-            out[v] = values.reshape((-1,) + values.shape[2:])
+            da = post[v]
+            if tuple(da.dims[:2]) != _SAMPLE_DIMS:
+                raise ValueError(f"posterior variable {v!r} must have dims (chain, draw, ...); "
+                                 f"got {da.dims}")
+            values = np.asarray(da.values, dtype=np.float64)
+            coords = [[str(c) for c in (da[d].values if d in da.coords else range(n))]
+                      for d, n in zip(da.dims[2:], values.shape[2:], strict=True)]
+            labels = [", ".join(coords[i][j] for i, j in enumerate(idx))
+                      for idx in np.ndindex(*values.shape[2:])]
+            out[v] = (values.reshape(values.shape[:2] + (-1,)), labels)
         return out
     if isinstance(draws, Mapping):
-        names = list(var_names) if var_names is not None else list(draws)
+        names = list(var_names) if var_names is not None else (
+            ["W"] if "W" in draws else list(draws))
         missing = [v for v in names if v not in draws]
         if missing:
             raise ValueError(f"variables {missing} are not in draws; it has {list(draws)}")
-        return {v: np.asarray(draws[v], dtype=np.float64) for v in names}
-    name = var_names[0] if var_names else "W"
-    return {name: np.asarray(draws, dtype=np.float64)}
+        arrays = {v: np.asarray(draws[v], dtype=np.float64) for v in names}
+    else:
+        arrays = {var_names[0] if var_names else "W": np.asarray(draws, dtype=np.float64)}
+    out = {}
+    for v, arr in arrays.items():
+        if arr.ndim < 1 or arr.shape[0] < 2:
+            raise ValueError(f"draws of {v!r} must have shape (n_draws >= 2, ...); "
+                             f"got {arr.shape}")
+        labels = [", ".join(map(str, idx)) for idx in np.ndindex(*arr.shape[1:])]
+        out[v] = (arr.reshape(1, arr.shape[0], -1), labels)
+    return out
+
+
+def _arviz_forest(dataset: Any, *, hdi_prob: float, diagnostics: bool, axes: Any,
+                  figsize: tuple[float, float]) -> NDArray[np.object_]:
+    """``arviz.plot_forest`` of every variable of ``dataset``, chains combined.
+
+    The one place where this module calls ArviZ. Returns the interval panel
+    and, with ``diagnostics``, the panels of effective sample sizes and
+    R-hat. ArviZ 0.x draws on ``axes`` (or on a new figure); ArviZ 1.x
+    (``arviz_plots``) always makes its own figure, so ``axes`` must be None.
+    """
+    import arviz as az
+
+    n_panels = 3 if diagnostics else 1
+    if int(az.__version__.split(".")[0]) < 1:
+        if axes is None:
+            fig = _pyplot().figure(figsize=figsize, layout="constrained")
+            axes = fig.subplots(1, n_panels, sharey=True, squeeze=False,
+                                gridspec_kw={"width_ratios": [3, 1, 1][:n_panels]})[0]
+        az.plot_forest(dataset, var_names=list(dataset.data_vars), combined=True,
+                       hdi_prob=hdi_prob, ess=diagnostics, r_hat=diagnostics, textsize=8,
+                       ax=axes if diagnostics else axes[0], backend="matplotlib", show=False)
+        return np.asarray(axes, dtype=object)
+    if axes is not None:
+        raise ValueError("ax= needs ArviZ < 1: ArviZ 1 draws the forest plot on a figure of "
+                         "its own; call forest_plot without ax")
+    import arviz_plots as azp
+
+    columns = ["labels", "forest", "ess", "r_hat"][: 2 + 2 * diagnostics]
+    data = dataset.expand_dims(column=len(columns)).assign_coords(column=columns)
+    pc = azp.plot_forest(data, combined=True, ci_kind="hdi", ci_probs=(0.5, hdi_prob),
+                         point_estimate="median", backend="matplotlib",
+                         figure_kwargs={"figsize": figsize,
+                                        "width_ratios": [1.5, 3, 1, 1][: len(columns)]})
+    if diagnostics:
+        # the statistics arviz 0.x's plot_forest shows: method "identity" (no rank normalisation)
+        for name, values in (("ess", dataset.azstats.ess(method="identity")),
+                             ("r_hat", dataset.azstats.rhat(method="identity"))):
+            pc.map(azp.visuals.scatter_x, name, data=values, coords={"column": name},
+                   color="C0")
+    return np.array([pc.get_target(None, {"column": c}) for c in columns[1:]], dtype=object)
 
 
 def forest_plot(
     draws: Any,
     *,
-    ax: Axes | None = None,
+    ax: Axes | Sequence[Axes] | None = None,
     var_names: Sequence[str] | None = None,
     level: float = 0.94,
     max_rows: int = 40,
     reference: float | None = 0.0,
+    diagnostics: bool | None = None,
     title: str | None = None,
-) -> Axes:
+) -> NDArray[np.object_]:
     """Forest plot of posterior draws of calibration parameters (``W``, ``A``, ``b``, ``c``).
 
-    One row per scalar parameter: the posterior mean (dot) and the central
-    ``level`` interval (equal-tailed quantiles; a line). With more than
-    ``max_rows`` scalars, the ``max_rows`` with the largest ``|mean|`` are
-    drawn, in their original order, and the title says so.
+    Drawn by :func:`arviz.plot_forest` with chains combined: one row per
+    scalar parameter, with the posterior median (dot), the interquartile
+    range (thick line) and the ``level`` highest-density interval (thin
+    line). For posterior samples from several chains, two more columns show
+    each parameter's effective sample size (ESS) and R-hat, as ArviZ's forest
+    plot computes them (:func:`arviz.ess` and :func:`arviz.rhat` with
+    ``method="identity"``, i.e. without rank normalisation; the
+    rank-normalised values are in ``arviz.summary`` and a Bayesian
+    calibrator's ``summary()``). R-hat near 1 and ESS in the hundreds mean
+    the chains agree. With more than ``max_rows`` scalars,
+    the ``max_rows`` with the largest ``|mean|`` are drawn, in their original
+    order, and the title says so.
 
     Parameters
     ----------
     draws : ndarray, mapping or InferenceData
         An array of shape ``(n_draws, ...)`` (e.g. ``(n_draws, k, k)`` for
         ``W``; named by ``var_names[0]``, default ``"W"``), a mapping from
-        names to such arrays, or an ArviZ ``InferenceData`` whose
-        ``posterior`` group has dims ``(chain, draw, ...)`` (chains are
-        pooled; ArviZ itself is not imported).
-    ax : Axes, optional
+        names to such arrays (draws of one chain, e.g. bootstrap refits), or
+        an ArviZ ``InferenceData`` (or xarray ``DataTree``) whose
+        ``posterior`` group has dims ``(chain, draw, ...)``, such as the
+        ``idata_`` of a Bayesian calibrator.
+    ax : Axes or sequence of Axes, optional
+        One Axes, or three (interval, ESS, R-hat) when diagnostics are
+        shown. Default: a new figure.
     var_names : sequence of str, optional
         Variables to draw (default: ``"W"`` if present, else all).
     level : float, default=0.94
+        Probability of the highest-density interval.
     max_rows : int, default=40
     reference : float or None, default=0.0
-        Position of a vertical reference line (``None`` for none).
+        Position of a vertical reference line on the interval panel (``None``
+        for none).
+    diagnostics : bool or None, default=None
+        Show the ESS and R-hat columns. ``None``: when there are at least two
+        chains (R-hat compares chains; one chain of draws has none).
     title : str, optional
 
     Returns
     -------
-    Axes
+    ndarray of Axes
+        The interval panel, then (with diagnostics) the ESS and R-hat panels.
 
     Examples
     --------
@@ -713,42 +865,63 @@ def forest_plot(
     >>> matplotlib.use("Agg")
     >>> import numpy as np
     >>> W = np.eye(3) + 0.1 * np.random.default_rng(0).normal(size=(200, 3, 3))
-    >>> len(forest_plot(W).get_yticklabels())
-    9
+    >>> axes = forest_plot(W)
+    >>> len(axes), len(axes[0].get_yticklabels())
+    (1, 9)
     """
     level = check_fraction(level, "level")
     max_rows = check_positive_int(max_rows, "max_rows")
-    named = _draws_dict(draws, var_names)
-    labels: list[str] = []
-    columns: list[NDArray[np.float64]] = []
-    for name, arr in named.items():
-        if arr.ndim < 1 or arr.shape[0] < 2:
-            raise ValueError(f"draws of {name!r} must have shape (n_draws >= 2, ...); "
-                             f"got {arr.shape}")
+    check_option(diagnostics, "diagnostics", (True, False, None))
+    named = _named_draws(draws, var_names)
+    n_chains = {name: arr.shape[0] for name, (arr, _) in named.items()}
+    chains = min(n_chains.values())
+    for name, (arr, _) in named.items():
         if not np.isfinite(arr).all():
             raise ValueError(f"draws of {name!r} contain NaN or inf")
-        flat = arr.reshape(arr.shape[0], -1)
-        for pos, index in enumerate(np.ndindex(*arr.shape[1:])):
-            labels.append(f"{name}[{', '.join(map(str, index))}]" if index else name)
-            columns.append(flat[:, pos])
-    n_params = len(labels)
-    means = np.array([col.mean() for col in columns])
-    tail = (1.0 - level) / 2.0
-    lows = np.array([np.quantile(col, tail) for col in columns])
-    highs = np.array([np.quantile(col, 1.0 - tail) for col in columns])
-    keep = np.arange(n_params)
-    if n_params > max_rows:
-        keep = np.sort(np.argsort(-np.abs(means), kind="stable")[:max_rows])
-    rows = np.arange(len(keep))[::-1]
-    if ax is None:
-        ax = _pyplot().figure(figsize=(5.0, 1.2 + 0.22 * len(keep)),
-                              layout="constrained").add_subplot()
-    ax.hlines(rows, lows[keep], highs[keep], color="C0", linewidth=2)
-    ax.plot(means[keep], rows, "o", color="C0", markersize=4)
+    if diagnostics is None:
+        diagnostics = chains >= 2
+    elif diagnostics and chains < 2:
+        raise ValueError("diagnostics=True needs draws from at least two chains (R-hat "
+                         f"compares chains); got {chains} chain")
+    # keep the max_rows scalars of largest |posterior mean|, in their original order
+    flat = [(name, i) for name, (arr, _) in named.items() for i in range(arr.shape[2])]
+    means = np.array([named[name][0][:, :, i].mean() for name, i in flat])
+    keep = set(range(len(flat)))
+    if len(flat) > max_rows:
+        keep = set(np.argsort(-np.abs(means), kind="stable")[:max_rows].tolist())
+
+    import xarray as xr
+
+    data_vars, pos = {}, 0
+    for name, (arr, labels) in named.items():
+        rows = [i for i in range(arr.shape[2]) if pos + i in keep]
+        pos += arr.shape[2]
+        if rows:
+            dim = f"{name}_entry"
+            data_vars[name] = xr.DataArray(arr[:, :, rows], dims=(*_SAMPLE_DIMS, dim),
+                                           coords={dim: [labels[i] for i in rows]})
+    dataset = xr.Dataset(data_vars)
+    n_rows = len(keep)
+    axes = None
+    if ax is not None:
+        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
+        if len(axes) != (3 if diagnostics else 1):
+            wanted = "three Axes (interval, ESS, R-hat)" if diagnostics else "one Axes"
+            raise ValueError(f"ax must be {wanted}; got {len(axes)}")
+    figsize = (7.0 if diagnostics else 5.0, 1.3 + 0.22 * n_rows)
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws have no R-hat
+        out = _arviz_forest(dataset, hdi_prob=level, diagnostics=diagnostics, axes=axes,
+                            figsize=figsize)
     if reference is not None:
-        ax.axvline(float(reference), color="0.5", linestyle=":", linewidth=1)
-    ax.set_yticks(rows, [labels[i] for i in keep], fontsize=7)
-    subset = f", {len(keep)} of {n_params} with largest |mean|" if len(keep) < n_params else ""
-    ax.set(xlabel="posterior value", ylabel="parameter",
-           title=title or f"Posterior mean and {level:.0%} interval{subset}")
-    return ax
+        out[0].axvline(float(reference), color="0.5", linestyle=":", linewidth=1)
+    subset = f", {n_rows} of {len(flat)} with largest |mean|" if n_rows < len(flat) else ""
+    out[0].set_title(title or f"Posterior median, quartiles and {level:.0%} HDI{subset}",
+                     fontsize=9)
+    out[0].set_xlabel("posterior value", fontsize=8)
+    if diagnostics:
+        from matplotlib.ticker import MaxNLocator
+
+        out[1].set_xlabel("effective sample size", fontsize=8)
+        out[1].xaxis.set_major_locator(MaxNLocator(2))
+        out[2].set_xlabel("R-hat", fontsize=8)
+    return out

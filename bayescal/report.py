@@ -6,6 +6,14 @@ memory first and then written, each file atomically
 The HTML file is self-contained: the PNG diagrams are embedded as base64
 ``data:`` URIs, so it can be mailed or archived alone.
 
+Which method to trust is said in the report itself: within each group of
+rows (e.g. one classifier), the recommended method -- the one
+:class:`bayescal.CalibratedClassifier` uses by default -- comes first, then
+the ``"uncalibrated"`` reference, then the other methods; a row whose
+log-loss is above the reference's is marked as worse than uncalibrated.
+The reliability diagrams of the reference and of the recommended method are
+always drawn.
+
 Matplotlib is imported only when a diagram is drawn, through its
 object-oriented API (no pyplot state, no display needed).
 """
@@ -34,11 +42,16 @@ from bayescal.metrics import (
 
 __all__ = [
     "METRICS",
+    "REFERENCE",
     "Report",
+    "default_method",
     "format_table",
     "metric_row",
     "reliability_png",
 ]
+
+#: Label (last key) of the rows every other row of a group is compared with.
+REFERENCE = "uncalibrated"
 
 #: Columns of the metric table: (header, function of (y, proba), lower is better).
 METRICS: tuple[tuple[str, object, bool], ...] = (
@@ -56,18 +69,33 @@ def metric_row(y: ArrayLike, proba: ArrayLike) -> dict[str, float]:
     return {name: float(fn(y, proba)) for name, fn, _ in METRICS}
 
 
-def format_table(rows: Sequence[Mapping[str, object]], *, keys: Sequence[str]) -> str:
-    """Plain-text table: the ``keys`` columns (labels), then the metrics."""
+def default_method() -> str:
+    """The method a user gets by default: ``CalibratedClassifier().method``.
+
+    The report recommends it (shown first, with its reliability diagram).
+    """
+    from bayescal.calibrated import CalibratedClassifier
+
+    return str(CalibratedClassifier().get_params()["method"])
+
+
+def format_table(rows: Sequence[Mapping[str, object]], *, keys: Sequence[str],
+                 notes: Sequence[str] | None = None) -> str:
+    """Plain-text table: the ``keys`` columns (labels), the metrics, then ``notes`` if given."""
     heads = list(keys) + [m for m, _, _ in METRICS]
     cells = [[str(r[k]) for k in keys] + [f"{float(r[m]):.4f}" for m, _, _ in METRICS]
              for r in rows]
+    if notes is not None:
+        heads.append("note")
+        cells = [c + [n] for c, n in zip(cells, notes, strict=True)]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h)
               for i, h in enumerate(heads)]
     nk = len(keys)
+    n_metrics = len(METRICS)
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.ljust(w) if i < nk else v.rjust(w)
-                         for i, (v, w) in enumerate(zip(values, widths, strict=True)))
+        return "  ".join(v.rjust(w) if nk <= i < nk + n_metrics else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths, strict=True))).rstrip()
 
     out = [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(c) for c in cells]
@@ -90,7 +118,7 @@ def _draw_reliability(ax, y: ArrayLike, proba: ArrayLike, *, n_bins: int, title:
         reliability_diagram = None
     if reliability_diagram is not None:
         reliability_diagram(y, proba, ax=ax, n_bins=n_bins, rng=0)
-        ax.set_title(title)  # the diagram prints the ECE itself
+        ax.set_title(title, fontsize=10)  # the diagram prints the ECE itself
         return
     t = reliability_table(y, proba, n_bins=n_bins)
     width = np.diff(t.edges)
@@ -112,21 +140,24 @@ def reliability_png(y: ArrayLike, proba: ArrayLike, *, title: str, n_bins: int =
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.8, 4.8))
+    fig = Figure(figsize=(4.6, 5.4), layout="compressed")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _draw_reliability(ax, y, proba, n_bins=n_bins, title=title)
-    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
 
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
 table{border-collapse:collapse;margin:1em 0}th,td{padding:.25em .7em;border-bottom:1px solid #ddd}
-td.num{text-align:right;font-variant-numeric:tabular-nums}td.best{font-weight:bold}
-figure{display:inline-block;margin:.5em}figcaption{text-align:center;font-size:90%}
+th{text-align:left;white-space:nowrap}td{white-space:nowrap}td.note{white-space:normal}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.best{font-weight:bold}tr.recommended td{background:#eef6ee}
+tr.worse td{background:#fbeaea}tr.worse td.note{color:#a11}tr.reference td{color:#555}
+tr.group-start td{border-top:2px solid #999}
+figure{display:inline-block;vertical-align:top;margin:.5em;max-width:440px}
+figure img{max-width:100%}figcaption{font-size:90%;line-height:1.35}
 """
 
 
@@ -134,17 +165,29 @@ figure{display:inline-block;margin:.5em}figcaption{text-align:center;font-size:9
 class Report:
     """A calibration report held in memory until :meth:`write`.
 
+    Rows are grouped by the first key when there are several keys (e.g. by
+    classifier); the last key names what was scored (e.g. the method). In
+    each group the rows of the ``recommended`` method come first, then the
+    :data:`REFERENCE` (``"uncalibrated"``) row, then the others in the order
+    they were added; a row whose log-loss exceeds its group's reference is
+    marked "worse than uncalibrated" in the table, the HTML and the CSV.
+
     Attributes
     ----------
     title : str
     keys : list of str
-        Label columns of the metric table (e.g. ``["model"]``).
+        Label columns of the metric table (e.g. ``["classifier", "method"]``).
     rows : list of dict
-        One row per set of probabilities: the ``keys`` plus every metric.
+        One row per set of probabilities, in the order added: the ``keys``
+        plus every metric.
     images : dict of str to bytes
         PNG files by file name.
     notes : list of str
         Paragraphs shown under the title.
+    recommended : str or None
+        The method the report recommends; default :func:`default_method`.
+        Its rows get a reliability diagram even when :meth:`add` is given
+        no ``image`` name.
     """
 
     title: str
@@ -152,76 +195,172 @@ class Report:
     rows: list[dict[str, object]] = field(default_factory=list)
     images: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    recommended: str | None = field(default_factory=default_method)
+    _image_rows: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _sizes: list[int] = field(default_factory=list, init=False, repr=False)
 
     def add(self, y: ArrayLike, proba: ArrayLike, *, image: str | None = None,
             **labels: object) -> dict[str, object]:
-        """Add a metric row (and, with ``image``, its reliability diagram)."""
+        """Add a metric row and, with ``image`` (a PNG file name), its reliability diagram.
+
+        Rows of the reference and of the recommended method always get a
+        diagram (named from their labels when ``image`` is None).
+        """
+        missing = [k for k in self.keys if k not in labels]
+        if missing:
+            raise ValueError(f"Report.add needs the labels {self.keys}; missing {missing}")
         row: dict[str, object] = {k: labels[k] for k in self.keys}
         row.update(metric_row(y, proba))
         self.rows.append(row)
+        self._sizes.append(int(np.shape(y)[0]))
+        if image is None and self._role(row) in ("recommended", "reference"):
+            image = " - ".join(str(labels[k]) for k in self.keys).replace(" ", "_") + ".png"
         if image is not None:
+            if image in self.images:
+                raise ValueError(f"the report already has an image named {image!r}")
             title = " / ".join(str(labels[k]) for k in self.keys)
+            if self._role(row) == "recommended":
+                title += " (recommended)"
             self.images[image] = reliability_png(y, proba, title=title)
+            self._image_rows[image] = len(self.rows) - 1
         return row
 
+    # -- grouping, order and verdicts --------------------------------------
+    def _group(self, row: Mapping[str, object]) -> object:
+        return row[self.keys[0]] if len(self.keys) > 1 else None
+
+    def _role(self, row: Mapping[str, object]) -> str:
+        label = str(row[self.keys[-1]])
+        if label == REFERENCE:
+            return "reference"
+        if self.recommended is not None and label == self.recommended:
+            return "recommended"
+        return "other"
+
+    def order(self) -> list[int]:
+        """Indices of :attr:`rows` in display order (groups in order of first appearance)."""
+        rank = {"recommended": 0, "reference": 1, "other": 2}
+        groups: dict[object, list[int]] = {}
+        for i, r in enumerate(self.rows):
+            groups.setdefault(self._group(r), []).append(i)
+        return [i for members in groups.values()
+                for i in sorted(members, key=lambda i: rank[self._role(self.rows[i])])]
+
+    def verdicts(self) -> list[str]:
+        """One note per row of :attr:`rows`: ``"recommended"``, ``"reference"``,
+        ``"worse than uncalibrated (log-loss +x%)"`` or ``""``."""
+        ref = {self._group(r): float(r["log-loss"]) for r in self.rows
+               if self._role(r) == "reference"}
+        out = []
+        for r in self.rows:
+            role = self._role(r)
+            base = ref.get(self._group(r))
+            parts = [] if role == "other" else [role]
+            if role != "reference" and base is not None and float(r["log-loss"]) > base:
+                parts.append(f"worse than uncalibrated (log-loss "
+                             f"{100 * (float(r['log-loss']) / base - 1):+.1f}%)")
+            out.append("; ".join(parts))
+        return out
+
     def table(self) -> str:
-        """The metric table as plain text."""
-        return format_table(self.rows, keys=self.keys)
+        """The metric table as plain text, in display order, with the notes column."""
+        order, notes = self.order(), self.verdicts()
+        return format_table([self.rows[i] for i in order], keys=self.keys,
+                            notes=[notes[i] for i in order])
+
+    def _caption(self, image: str) -> str:
+        i = self._image_rows[image]
+        r, note = self.rows[i], self.verdicts()[i]
+        what = " / ".join(str(r[k]) for k in self.keys)
+        text = (f"{what}: log-loss {float(r['log-loss']):.4f}, ECE {float(r['ECE']):.4f}, "
+                f"accuracy {float(r['accuracy']):.4f} on {self._sizes[i]} samples")
+        return f"{text} ({note})." if note else f"{text}."
 
     def html(self) -> str:
         """A self-contained HTML document (images embedded as base64)."""
         esc = html.escape
-        # best value per metric, within each group of rows sharing the first
-        # label (e.g. per classifier) when there are several label columns
-        def group(r: dict[str, object]) -> object:
-            return r[self.keys[0]] if len(self.keys) > 1 else None
-
         best: dict[tuple[object, str], float] = {}
         for name, _, lower in METRICS:
-            for g in {group(r) for r in self.rows}:
-                vals = [float(r[name]) for r in self.rows if group(r) == g]
+            for g in {self._group(r) for r in self.rows}:
+                vals = [float(r[name]) for r in self.rows if self._group(r) == g]
                 best[g, name] = min(vals) if lower else max(vals)
-        head = "".join(f"<th>{esc(h)}</th>" for h in [*self.keys, *(m for m, _, _ in METRICS)])
-        body = []
-        for r in self.rows:
+        notes_col = self.verdicts()
+        head = "".join(f"<th>{esc(h)}</th>"
+                       for h in [*self.keys, *(m for m, _, _ in METRICS), "note"])
+        body, previous = [], object()
+        for i in self.order():
+            r = self.rows[i]
             cells = [f"<td>{esc(str(r[k]))}</td>" for k in self.keys]
             for name, _, _ in METRICS:
                 v = float(r[name])
-                top = np.isclose(v, best[group(r), name], rtol=0, atol=5e-5)
+                top = np.isclose(v, best[self._group(r), name], rtol=0, atol=5e-5)
                 cls = "num best" if top else "num"
                 cells.append(f'<td class="{cls}">{v:.4f}</td>')
-            body.append("<tr>" + "".join(cells) + "</tr>")
+            cells.append(f'<td class="note">{esc(notes_col[i])}</td>')
+            classes = [self._role(r)]
+            if "worse than uncalibrated" in notes_col[i]:
+                classes.append("worse")
+            if self._group(r) != previous and len(self.keys) > 1 and body:
+                classes.append("group-start")
+            previous = self._group(r)
+            body.append(f'<tr class="{" ".join(classes)}">' + "".join(cells) + "</tr>")
+        position = {i: n for n, i in enumerate(self.order())}
         figs = []
-        for name, png in self.images.items():
-            b64 = base64.b64encode(png).decode("ascii")
-            figs.append(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{b64}">'
-                        f"<figcaption>{esc(name)}</figcaption></figure>")
+        for name in sorted(self.images, key=lambda n: position[self._image_rows[n]]):
+            b64 = base64.b64encode(self.images[name]).decode("ascii")
+            caption = esc(self._caption(name))
+            figs.append(f'<figure><img alt="{caption}" src="data:image/png;base64,{b64}">'
+                        f"<figcaption>{caption}</figcaption></figure>")
         notes = "".join(f"<p>{esc(n)}</p>" for n in self.notes)
         per_group = f" for each {esc(self.keys[0])}" if len(self.keys) > 1 else ""
         lower = ", ".join(m for m, _, lo in METRICS if lo)
+        rec = ""
+        if self.recommended is not None and any(self._role(r) == "recommended"
+                                                for r in self.rows):
+            rec = (f"<p>Recommended: <b>{esc(self.recommended)}</b>, the method bayescal uses "
+                   "by default (first row of each group, green). Red rows have a higher "
+                   "test log-loss than the uncalibrated probabilities: do not use those "
+                   "methods on these data.</p>")
+        worse = sum("worse than uncalibrated" in n for n in notes_col)
+        calibrated = sum(self._role(r) != "reference" for r in self.rows)
+        count = (f"<p>{worse} of {calibrated} calibrated rows are worse than uncalibrated.</p>"
+                 if any(self._role(r) == "reference" for r in self.rows) and calibrated else "")
+        diagrams = (
+            "<p>Each diagram shows the top-label confidence on the test rows: dots, the "
+            "observed accuracy of each bin against its mean confidence (on the dotted "
+            "diagonal when calibrated); shaded boxes, where the accuracy of a calibrated "
+            "model would fall with probability 90% (consistency band); grey bars, the "
+            "number of rows in each bin (right axis).</p>"
+        )
         return (
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(self.title)}</title><style>{_CSS}</style></head><body>"
             f"<h1>{esc(self.title)}</h1>{notes}"
-            f"<h2>Metrics</h2><p>Lower is better for {esc(lower)}; higher for accuracy. "
-            f"Bold: best in the column{per_group}. ECE: confidence ECE, 15 equal-width bins.</p>"
+            f"<h2>Metrics</h2>{rec}{count}<p>Lower is better for {esc(lower)}; higher for "
+            f"accuracy. Bold: best in the column{per_group}. ECE: confidence ECE, 15 "
+            "equal-width bins.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            f"<h2>Reliability diagrams</h2>{''.join(figs)}</body></html>\n"
+            f"<h2>Reliability diagrams</h2>{diagrams}{''.join(figs)}</body></html>\n"
         )
 
     def write(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write ``report.html``, ``metrics.csv`` and the PNGs into ``directory``.
 
-        The directory is created if missing. Existing report files are an
-        error unless ``overwrite``. Returns the path of ``report.html``.
+        ``metrics.csv`` holds the rows in display order: the keys, the
+        metrics, then the ``note`` column of :meth:`verdicts`. The directory
+        is created if missing. Existing report files are an error unless
+        ``overwrite``. Returns the path of ``report.html``.
         """
         from bayescal.io import atomic_write
 
         directory = Path(directory)
         files: dict[str, bytes] = {name: png for name, png in self.images.items()}
-        csv_lines = [",".join([*self.keys, *(m for m, _, _ in METRICS)])]
-        csv_lines += [",".join([*(str(r[k]) for k in self.keys),
-                                *(repr(float(r[m])) for m, _, _ in METRICS)]) for r in self.rows]
+        notes = self.verdicts()
+        csv_lines = [",".join([*self.keys, *(m for m, _, _ in METRICS), "note"])]
+        csv_lines += [",".join([*(_csv(self.rows[i][k]) for k in self.keys),
+                                *(repr(float(self.rows[i][m])) for m, _, _ in METRICS),
+                                _csv(notes[i])]) for i in self.order()]
         files["metrics.csv"] = ("\n".join(csv_lines) + "\n").encode()
         files["report.html"] = self.html().encode()
         if not overwrite:
@@ -235,3 +374,11 @@ class Report:
         for name, data in files.items():
             atomic_write(directory / name, lambda p, d=data: p.write_bytes(d), overwrite=True)
         return directory / "report.html"
+
+
+def _csv(value: object) -> str:
+    """One CSV field: quoted when it holds a comma, a quote or a newline (RFC 4180)."""
+    text = str(value)
+    if any(c in text for c in ',"\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text

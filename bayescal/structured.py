@@ -32,14 +32,18 @@ Choosing the strengths (``"auto"``) takes two steps, both cheap:
    :func:`bayescal.optimize.log_evidence` over the strengths.
 2. **A one-standard-error check towards temperature scaling.** The evidence
    is an asymptotic argument: on small or near-separable calibration sets it
-   can prefer a map that predicts worse than temperature scaling. So the
-   strengths found are multiplied by each of ``(inf, 100, 10, 1)`` (``inf`` is
-   temperature scaling itself) and each point of that path is scored by
-   ``cv``-fold cross-validation (each fold refits its own temperature, fits
-   warm-started along the path). The strongest point whose held-out log-loss
-   is within one standard error of the best (the standard error of the
-   paired per-sample differences) is kept, so the fit moves away from
-   temperature scaling only when the held-out data support it.
+   can prefer a map that predicts worse than temperature scaling, and its
+   Gaussian reading can pin a group (often the off-diagonal) that held-out
+   data would use. So the strengths found are multiplied by each of
+   ``(inf, 100, 10, 1)`` (``inf`` is temperature scaling itself), and every
+   strength is also set alike to each of ``(10, 1, 0.1)``; each candidate is
+   scored by ``cv``-fold cross-validation (each fold refits its own
+   temperature, fits warm-started along each path). The first candidate in
+   that order whose held-out log-loss is within one standard error of the
+   best (the standard error of the paired per-sample differences; two for
+   the tied strengths, which leave the evidence's shape) is kept, so the fit
+   moves away from temperature scaling only when the held-out data support
+   it.
 
 References
 ----------
@@ -54,6 +58,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -71,11 +76,13 @@ from bayescal.optimize import (
     QuadraticPenalty,
     _make_problem,
     fit_multinomial,
+    log_evidence,
     make_penalty,
 )
 
 __all__ = [
     "PATH_MULTIPLIERS",
+    "TIED_STRENGTHS",
     "STRENGTH_BOUNDS",
     "StructuredFit",
     "check_cv_param",
@@ -84,6 +91,7 @@ __all__ = [
     "fit_structured",
     "fit_temperature_scale",
     "one_standard_error",
+    "path_candidates",
     "structured_penalty",
     "temperature_result",
 ]
@@ -93,16 +101,21 @@ Array = NDArray[np.float64]
 #: Multipliers of the evidence strengths checked by cross-validation, strong to
 #: weak (``inf`` is temperature scaling).
 PATH_MULTIPLIERS: tuple[float, ...] = (np.inf, 100.0, 10.0, 1.0)
+#: Common strengths (every group alike) also checked, strong to weak; 1 is the
+#: fixed default of structured matrix scaling.
+TIED_STRENGTHS: tuple[float, ...] = (10.0, 1.0, 0.1)
+#: Their margin in standard errors (the evidence path's is 1).
+TIED_SE_FACTOR = 2.0
 #: Range of the strengths searched by the evidence updates (``1e4`` is
 #: temperature scaling to within a prior sd of about ``0.01 / sqrt(k)``).
 STRENGTH_BOUNDS: tuple[float, float] = (1e-4, 1e4)
 #: Bounds on the inverse temperature of the centre (``ln T`` in [-4, 4], as
 #: :class:`~bayescal.TemperatureScaler`).
 SCALE_BOUNDS: tuple[float, float] = (float(np.exp(-4.0)), float(np.exp(4.0)))
-#: Evidence iterations stop when no strength moves by more than this factor.
-EVIDENCE_RTOL = 0.01
+#: Evidence iterations stop when no strength moves by more than this fraction...
+EVIDENCE_RTOL = 0.05
 #: ... or when an update raises the log evidence by less than this (nats).
-EVIDENCE_ATOL = 0.01
+EVIDENCE_ATOL = 0.05
 EVIDENCE_MAX_ITER = 100
 
 _GROUPS = ("reg_lambda", "reg_diag", "reg_mu")
@@ -126,8 +139,15 @@ class StructuredFit:
     n_evidence_iter : int
         Evidence updates performed.
     path : dict or None
-        The cross-validation check: ``multiplier``, ``mean_test_log_loss``,
-        ``se_vs_best`` arrays and the chosen ``index``; ``None`` if not run.
+        The cross-validation check: the candidates' strengths
+        (``reg_lambda``, ``reg_diag``, ``reg_mu`` arrays, ``inf`` for
+        temperature scaling), ``mean_test_log_loss``, ``se_vs_best`` and
+        ``se_factor`` arrays and the chosen ``index``; ``None`` if not run.
+    features : int
+        Which feature matrix was used (0: ``x``; ``i``: ``alternatives[i-1]``).
+    log_evidence : float or None
+        Laplace log evidence at the evidence strengths (``None`` if no
+        strength was "auto").
     """
 
     fit: FitResult
@@ -136,6 +156,8 @@ class StructuredFit:
     evidence_strengths: dict[str, float] | None = None
     n_evidence_iter: int = 0
     path: dict[str, Any] | None = field(default=None, repr=False)
+    features: int = 0
+    log_evidence: float | None = None
 
 
 def check_strength(value: Any, name: str, *, allow_none: bool) -> float | str | None:
@@ -230,29 +252,49 @@ def _evidence_strengths(
         return fit_multinomial(x, y, structure=structure, penalty=pen, init=init,
                                sample_weight=sw, max_iter=max_iter, tol=tol, warn=False), pen
 
-    n_iter = 0
-    previous = -np.inf
+    n_iter = newton = 0
+    best: tuple[float, dict[str, float], FitResult, dict[str, float]] | None = None
+    accel = dict.fromkeys(joint, 1.0)
+    last = dict.fromkeys(joint, 0.0)
     for n_iter in range(1, EVIDENCE_MAX_ITER + 1):  # noqa: B007 -- reported
         fit, pen = fit_at(cur, init)
-        init = fit
+        newton += fit.n_iter
         prob = _make_problem(x, y, structure, pen, sw)
         D = n * prob.pen_diag
         var, logdet = _posterior_variances(prob, fit.theta, n)
         evidence = -n * fit.loss + 0.5 * float(np.sum(np.log(D))) - 0.5 * logdet
-        if evidence - previous <= EVIDENCE_ATOL:
-            break  # on a ridge of the evidence the strengths no longer matter
-        previous = evidence
+        if best is not None and evidence < best[0]:
+            if max(accel.values()) > 1.0:  # an accelerated step overshot: plain step instead
+                cur, init = dict(best[3]), best[2]
+                accel = dict.fromkeys(joint, 1.0)
+                last = dict.fromkeys(joint, 0.0)
+                continue
+            break  # MacKay's plain step lowered the evidence: keep the best point
+        rise = np.inf if best is None else evidence - best[0]
         dev2 = (fit.theta - prob.pen_center) ** 2
-        moved = 0.0
+        plain = dict(cur)
         for o, m in joint.items():
             gamma = max(float(np.sum(1.0 - D[m] * var[m])), 0.0)
             fitted = float(np.sum(D[m] * dev2[m]))
-            upd = float(np.clip(cur[o] * gamma / fitted, lo, hi)) if fitted > 0 else hi
-            moved = max(moved, abs(np.log(upd / cur[o])))
-            cur[o] = upd
+            plain[o] = float(np.clip(cur[o] * gamma / fitted, lo, hi)) if fitted > 0 else hi
+        best = (evidence, dict(cur), fit, plain)
+        init = fit
+        if rise <= EVIDENCE_ATOL:
+            break  # on a ridge of the evidence the strengths no longer matter
+        moved = 0.0
+        for o in joint:
+            step = float(np.log(plain[o] / cur[o]))
+            moved = max(moved, abs(step))
+            # a group heading steadily one way (often to a bound) doubles its step
+            accel[o] = min(2.0 * accel[o], 16.0) if step * last[o] > 0 else 1.0
+            last[o] = step
+            cur[o] = float(np.clip(cur[o] * np.exp(accel[o] * step), lo, hi))
         if moved <= np.log1p(EVIDENCE_RTOL):
             break
-    fit, _ = fit_at(cur, init)
+    assert best is not None
+    cur, fit = best[1], best[2]
+    # n_iter of the result: every Newton iteration spent on the full data
+    fit = dataclasses.replace(fit, n_iter=newton)
     return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter
 
 
@@ -295,23 +337,54 @@ def cv_splits(cv: Any, y: NDArray[np.intp]) -> list[tuple[Any, Any]]:
         return list(splitter.split(np.zeros((n, 1)), y))
 
 
+def path_candidates(strengths: dict[str, float], structure: str
+                    ) -> tuple[list[dict[str, float]], list[float]]:
+    """The candidates of the cross-validated check, in order of preference.
+
+    Temperature scaling (every strength ``inf``), the evidence strengths times
+    each of :data:`PATH_MULTIPLIERS` (one-standard-error margin), then every
+    strength set to each of :data:`TIED_STRENGTHS` (margin
+    :data:`TIED_SE_FACTOR` standard errors: a map away from the evidence's
+    shape must clearly earn its place).
+
+    Returns
+    -------
+    candidates : list of dict
+        Strengths of each candidate (``inf`` pins a group at the centre).
+    factors : list of float
+        The standard-error margin of each candidate.
+    """
+    groups = ("reg_lambda", "reg_diag", "reg_mu") if structure == "full" else ("reg_diag",
+                                                                               "reg_mu")
+    out, factors = [], []
+    for m in PATH_MULTIPLIERS:
+        out.append({g: (v * m if g in groups else 0.0) for g, v in strengths.items()})
+        factors.append(1.0)
+    for c in TIED_STRENGTHS:
+        out.append({g: (c if g in groups else 0.0) for g in _GROUPS})
+        factors.append(TIED_SE_FACTOR)
+    return out, factors
+
+
 def _path_check(
     x: Array, y: NDArray[np.intp], sw: Array, structure: str, strengths: dict[str, float],
     splits: list[tuple[Any, Any]], max_iter: int, tol: float,
 ) -> dict[str, Any]:
-    """Held-out losses along ``strengths x PATH_MULTIPLIERS`` (module docstring, step 2)."""
+    """Held-out losses of :func:`path_candidates` (module docstring, step 2)."""
     k = x.shape[1]
-    mults = PATH_MULTIPLIERS
-    loss = np.full((len(mults), len(y)), np.nan)
+    cands, factors = path_candidates(strengths, structure)
+    loss = np.full((len(cands), len(y)), np.nan)
     for tr, te in splits:
         s = fit_temperature_scale(x[tr], y[tr], sw[tr])
-        init: Any = (s * np.eye(k), np.zeros(k))
-        for i, m in enumerate(mults):
-            if np.isinf(m):
-                W, b = init
+        start: Any = (s * np.eye(k), np.zeros(k))
+        init = start
+        for i, st in enumerate(cands):
+            if i == len(PATH_MULTIPLIERS):
+                init = start  # the tied strengths: a second path from temperature scaling
+            if all(np.isinf(v) for g, v in st.items() if v != 0.0):
+                W, b = start
             else:
-                pen = structured_penalty(k, {g: v * m for g, v in strengths.items()},
-                                         float(sw[tr].sum()), s)
+                pen = structured_penalty(k, st, float(sw[tr].sum()), s)
                 res = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, init=init,
                                       sample_weight=sw[tr], max_iter=max_iter, tol=tol,
                                       warn=False)
@@ -321,12 +394,13 @@ def _path_check(
             z -= z.max(axis=1, keepdims=True)
             loss[i, te] = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(te)), y[te]]
     used = ~np.isnan(loss[0])
-    index, info = one_standard_error(loss[:, used], sw[used])
-    return {"multiplier": np.array(mults), **info}
+    index, info = one_standard_error(loss[:, used], sw[used], factors=factors)
+    return {**{g: np.array([c[g] for c in cands]) for g in _GROUPS}, **info,
+            "se_factor": np.array(factors)}
 
 
-def one_standard_error(loss: Array, sample_weight: Array | None = None
-                       ) -> tuple[int, dict[str, Any]]:
+def one_standard_error(loss: Array, sample_weight: Array | None = None, *,
+                       factors: Any = None) -> tuple[int, dict[str, Any]]:
     """The one-standard-error rule on per-sample held-out losses.
 
     Parameters
@@ -336,13 +410,15 @@ def one_standard_error(loss: Array, sample_weight: Array | None = None
         from the strongest (simplest) to the weakest.
     sample_weight : ndarray of shape (n_samples,), optional
         Weights as counts.
+    factors : sequence of float, optional
+        Margin of each candidate in standard errors (default 1 for all).
 
     Returns
     -------
     index : int
         The first (strongest) candidate whose mean loss exceeds the best mean
-        by at most the standard error of the paired per-sample differences
-        to the best.
+        by at most ``factors[i]`` standard errors of the paired per-sample
+        differences to the best.
     info : dict
         ``mean_test_log_loss``, ``se_vs_best`` (arrays over the candidates)
         and ``index``.
@@ -354,7 +430,8 @@ def one_standard_error(loss: Array, sample_weight: Array | None = None
     d = loss - loss[best]
     dbar = d @ w / wsum
     se = np.sqrt(np.maximum(((d - dbar[:, None]) ** 2) @ w / wsum, 0.0) / max(wsum - 1.0, 1.0))
-    index = next(i for i in range(len(mean)) if mean[i] - mean[best] <= se[i])
+    f = np.ones(len(mean)) if factors is None else np.asarray(factors, dtype=float)
+    index = next(i for i in range(len(mean)) if mean[i] - mean[best] <= f[i] * se[i])
     return index, {"mean_test_log_loss": mean, "se_vs_best": se, "index": index}
 
 
@@ -371,6 +448,7 @@ def fit_structured(
     max_iter: int = 100,
     tol: float = 1e-8,
     init: Any = None,
+    alternatives: tuple[Array, ...] = (),
 ) -> StructuredFit:
     """Fit the structured map, choosing the "auto" strengths (module docstring).
 
@@ -399,6 +477,12 @@ def fit_structured(
         Newton settings of every fit.
     init : FitResult, (W, b) or None
         Start of the first fit (default: temperature scaling).
+    alternatives : tuple of ndarray, optional
+        Other feature matrices for the same rows (e.g. the log-probabilities
+        under another floor): when some strength is "auto", each gets its own
+        temperature and evidence strengths, and the features with the largest
+        log evidence are kept (``StructuredFit.features``: 0 for ``x``, ``i``
+        for ``alternatives[i - 1]``).
 
     Returns
     -------
@@ -407,7 +491,6 @@ def fit_structured(
     k = x.shape[1]
     sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     n = float(sw.sum())
-    s = fit_temperature_scale(x, y, sw)
     masks = _group_masks(structure, k)
     lead = "reg_lambda" if structure == "full" else "reg_diag"
     given = {"reg_lambda": reg_lambda, "reg_diag": reg_diag, "reg_mu": reg_mu}
@@ -417,29 +500,38 @@ def fit_structured(
     owners = sorted(set(owner.values()), key=_GROUPS.index)
     free = [o for o in owners if given[o] == "auto"]
     start = {o: 1.0 if given[o] == "auto" else float(given[o]) for o in owners}
-    first = init if init is not None else (s * np.eye(k), np.zeros(k))
     if not free:
+        s = fit_temperature_scale(x, y, sw)
         strengths = {g: start[owner[g]] if g in masks else 0.0 for g in _GROUPS}
+        first = init if init is not None else (s * np.eye(k), np.zeros(k))
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=first,
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
         return StructuredFit(fit, s, strengths)
-    ev, fit, n_ev = _evidence_strengths(x, y, sw, structure, s, owner, start, free, first,
-                                        max_iter, tol)
+    best = None
+    for index, xa in enumerate((x, *alternatives)):
+        s = fit_temperature_scale(xa, y, sw)
+        first = init if init is not None else (s * np.eye(k), np.zeros(k))
+        ev, fit, n_ev = _evidence_strengths(xa, y, sw, structure, s, owner, start, free, first,
+                                            max_iter, tol)
+        evidence = log_evidence(xa, y, structured_penalty(k, ev, n, s), fit.theta,
+                                structure=structure, sample_weight=sw)
+        if best is None or evidence > best[0]:
+            best = (evidence, index, xa, s, ev, fit, n_ev)
+    evidence, index, x, s, ev, fit, n_ev = best
     if cv is None or len(free) < len(owners):
-        return StructuredFit(fit, s, ev, ev, n_ev)
+        return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence)
     path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, tol)
-    m = float(path["multiplier"][path["index"]])
-    strengths = ev
-    if np.isinf(m):
-        strengths = {g: np.inf if g in masks else 0.0 for g in _GROUPS}
-        fit = temperature_result(x, y, sw, structure, s)
-    elif m != 1.0:
-        strengths = {g: v * m for g, v in ev.items()}
+    strengths = {g: float(path[g][path["index"]]) for g in _GROUPS}
+    if all(np.isinf(v) for g, v in strengths.items() if g in masks):
+        fit = dataclasses.replace(temperature_result(x, y, sw, structure, s), n_iter=fit.n_iter)
+    elif strengths != ev:
+        spent = fit.n_iter
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=fit,
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
-    return StructuredFit(fit, s, strengths, ev, n_ev, path)
+        fit = dataclasses.replace(fit, n_iter=spent + fit.n_iter)
+    return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence)
 
 
 def temperature_result(x: Array, y: NDArray[np.intp], sw: Array, structure: str,

@@ -99,8 +99,8 @@ def bench_dirichlet(x, y, xt, yt, lam, mu, repeat, rows, label, run_lbfgs=True, 
 
 def bench_auto(q, y, qt, yt, repeat, rows):
     t_fixed, fixed = _median_time(
-        lambda: DirichletCalibrator(reg_lambda=10.0, reg_mu=0.1).fit(q, y), repeat)
-    t_auto, auto = _median_time(lambda: DirichletCalibrator(cv=3).fit(q, y), 1)
+        lambda: DirichletCalibrator(reg="odir", reg_lambda=10.0, reg_mu=0.1).fit(q, y), repeat)
+    t_auto, auto = _median_time(lambda: DirichletCalibrator(reg="odir", cv=3).fit(q, y), 1)
     row = {"case": "auto 6x6 ODIR grid, 3 folds", "k": q.shape[1], "n": len(y),
            "fixed_s": t_fixed, "auto_s": t_auto, "ratio_auto_over_fixed": t_auto / t_fixed,
            "chosen_lambda": auto.reg_lambda_, "chosen_mu": auto.reg_mu_,

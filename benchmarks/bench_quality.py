@@ -274,7 +274,17 @@ def _dirichletcal(p: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.nda
         cv=StratifiedKFold(folds, shuffle=True, random_state=0), scoring="neg_log_loss",
     )
     search.fit(p, y)
-    return lambda q: _spread(search.best_estimator_, q, p.shape[1])
+    seen = np.unique(y)  # dirichletcal has no classes_: its columns are the classes seen
+
+    def predict(q: np.ndarray) -> np.ndarray:
+        out = np.asarray(search.best_estimator_.predict_proba(q), dtype=np.float64)
+        if out.shape[1] == p.shape[1]:
+            return out
+        full = np.zeros((q.shape[0], p.shape[1]))
+        full[:, seen] = out
+        return full
+
+    return predict
 
 
 def available_methods() -> dict[str, tuple[str, Fitter]]:
@@ -448,6 +458,49 @@ def markdown_table(summary: list[dict[str, Any]], measure: str, suite: str) -> s
     return "\n".join(lines) + "\n"
 
 
+#: Calibration-set sizes and class counts of the breakdown table.
+N_BUCKETS = ((0, 100), (100, 300), (300, 1000), (1000, 10**9))
+K_BUCKETS = ((2, 5), (6, 10), (11, 10**6))
+
+
+def breakdown(rows: list[dict[str, Any]], methods: list[str] | None = None,
+              measure: str = "log_loss") -> str:
+    """Mean rank (among all methods) by calibration-set size and number of classes."""
+    from scipy.stats import rankdata
+
+    by_case: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["method"]] = r
+    names = sorted({r["method"] for r in rows})
+    shown = names if methods is None else [m for m in methods if m in names]
+    cells: dict[tuple[int, int], list[np.ndarray]] = {}
+    for case in by_case.values():
+        if not all(m in case for m in names) or "error" in case.get("uncalibrated", {}):
+            continue
+        unc = case["uncalibrated"][measure]
+        vals = np.array([unc if "error" in case[m] else case[m][measure] for m in names])
+        any_row = next(iter(case.values()))
+        n, k = any_row["n_cal"], any_row["k"]
+        i = next(j for j, (lo, hi) in enumerate(N_BUCKETS) if lo < n <= hi)
+        j = next(j for j, (lo, hi) in enumerate(K_BUCKETS) if lo <= k <= hi)
+        cells.setdefault((i, j), []).append(rankdata(vals))
+    lines = [f"**mean {measure} rank by calibration-set size n and classes k** "
+             f"(among {len(names)} methods; cases per cell in brackets)", "",
+             "| n | k | cases | " + " | ".join(shown) + " |",
+             "|---|---|---|" + "---|" * len(shown)]
+    for (i, j), ranks in sorted(cells.items()):
+        r = np.mean(ranks, axis=0)
+        best = min(r[names.index(m)] for m in shown)
+        lo, hi = N_BUCKETS[i]
+        klo, khi = K_BUCKETS[j]
+        nlabel = f"{lo + 1}-{hi}" if hi < 10**9 else f"> {lo}"
+        klabel = f"{klo}-{khi}" if khi < 10**6 else f">= {klo}"
+        vals = [f"**{r[names.index(m)]:.1f}**" if r[names.index(m)] == best
+                else f"{r[names.index(m)]:.1f}" for m in shown]
+        lines.append(f"| {nlabel} | {klabel} | {len(ranks)} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_tables(out: Path, rows: list[dict[str, Any]], methods: list[str] | None) -> str:
     text, summaries = [], {}
     for suite in ("tabular", "dnn"):
@@ -455,6 +508,9 @@ def write_tables(out: Path, rows: list[dict[str, Any]], methods: list[str] | Non
             s = summarise(rows, measure, suite, methods)
             summaries[f"{suite}/{measure}"] = s
             text.append(markdown_table(s, measure, suite))
+    key = ["dirichlet", "temperature", "vector", "dirichlet-odir", "probmetrics-sms",
+           "probmetrics-ts-mix", "sklearn-isotonic", "uncalibrated"]
+    text.append(breakdown([r for r in rows if methods is None or r["method"] in methods], key))
     doc = "\n".join(text)
     (out / "table.md").write_text(doc)
     (out / "summary.json").write_text(json.dumps(summaries, indent=1))

@@ -1,7 +1,12 @@
 """Sphinx configuration of the bayescal documentation.
 
-Build with ``make docs`` (warnings are errors). Notebooks from ``notebooks/``
-are rendered by myst-nb without being executed (``make test`` executes them).
+Build with ``make docs`` (warnings are errors; no network needed). The
+notebooks of ``notebooks/`` are executed during the build by myst-nb, so every
+figure they draw is on the site; results are cached by jupyter-cache under
+``<outdir>/.jupyter_cache`` and a notebook runs again only when its code
+changes. MathJax is served from the site itself (``sphinx-mathjax-offline``),
+and the intersphinx inventories are read from ``docs/_intersphinx`` (see
+``_intersphinx/inventories.py``), so a page needs no network to render or link.
 """
 
 from __future__ import annotations
@@ -9,59 +14,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE / "_intersphinx"))
+
+from inventories import write_inventories  # noqa: E402
 
 import bayescal  # noqa: E402
-
-# API sections of modules that other parts of the project add (written here so
-# the reference lists exactly what this checkout contains; api.md includes it)
-OPTIONAL_API = [
-    ("Generative and Bayesian calibrators", [
-        ("bayescal.calibrators", ["GenerativeDirichletCalibrator"]),
-        ("bayescal.bayes", ["BayesianDirichletCalibrator", "BayesianGenerativeCalibrator",
-                            "DirLinPrior", "DirGenPrior"]),
-    ]),
-    ("Dirichlet distribution", [
-        ("bayescal.dirichlet", ["dirichlet_logpdf", "fit_dirichlet", "DirichletPrior"]),
-    ]),
-    ("Plots", [
-        ("bayescal.plots", ["reliability_diagram"]),
-    ]),
-    ("Generative vs discriminative", [
-        ("bayescal.compare", ["compare_synthetic", "compare_dnn", "plot_synthetic", "plot_dnn"]),
-    ]),
-    ("Experiments", [
-        ("bayescal.experiments", ["reproduce"]),
-    ]),
-]
-
-
-def _write_optional_api() -> None:
-    import importlib
-
-    lines = []
-    for title, modules in OPTIONAL_API:
-        found = []
-        for module, names in modules:
-            try:
-                mod = importlib.import_module(module)
-            except ImportError:
-                continue
-            found += [(module, n) for n in names if hasattr(mod, n)]
-        if not found:
-            continue
-        lines += [title, "-" * len(title), ""]
-        for module, name in found:
-            lines += [f".. currentmodule:: {module}", "", ".. autosummary::",
-                      "   :toctree: api/generated", "   :nosignatures:", "", f"   {name}", ""]
-    text = "\n".join(lines) + "\n"
-    target = Path(__file__).parent / "_api_optional.rst"
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-
-
-_write_optional_api()
 
 project = "bayescal"
 author = "bayescal developers"
@@ -75,30 +35,75 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # copies MathJax 3 into _static/mathjax; sets mathjax_path
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "_api_optional.rst"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
-# notebooks are executed by the test suite, not by the docs build
-nb_execution_mode = "off"
+# -- notebooks: executed at build time, cached between builds -----------------
+nb_execution_mode = "cache"
+nb_execution_timeout = 600  # seconds per cell
+nb_execution_raise_on_error = True  # a failing cell (or a failing assert) fails the build
+nb_execution_show_tb = True
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 
-# api.md includes _api_optional.rst, so autosummary must scan both
-autosummary_generate = ["api.md", "_api_optional.rst"]
+# -- API reference ------------------------------------------------------------
+autosummary_generate = True
 autodoc_typehints = "none"
 templates_path = ["_templates"]
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True, "inherited-members": True}
+autodoc_member_order = "groupwise"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# parameter and return types link to their documentation (words not listed
+# here stay plain text)
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    "ndarray": "numpy.ndarray",
+    "Generator": "numpy.random.Generator",
+    "InferenceData": "arviz.InferenceData",
+    "arviz.InferenceData": "arviz.InferenceData",
+    "Axes": "matplotlib.axes.Axes",
+    "Figure": "matplotlib.figure.Figure",
+    "ReliabilityTable": "bayescal.metrics.ReliabilityTable",
+    "ReliabilityBands": "bayescal.metrics.ReliabilityBands",
+    "BootstrapInterval": "bayescal.metrics.BootstrapInterval",
+    "ReliabilityDisplay": "bayescal.plots.ReliabilityDisplay",
+    "FitResult": "bayescal.optimize.FitResult",
+    "QuadraticPenalty": "bayescal.optimize.QuadraticPenalty",
+    "DirichletPrior": "bayescal.dirichlet.DirichletPrior",
+    "DirLinPrior": "bayescal.bayes.DirLinPrior",
+    "DirGenPrior": "bayescal.bayes.DirGenPrior",
+    "ScoreData": "bayescal.io.ScoreData",
+    "UCIDataset": "bayescal.datasets.UCIDataset",
+}
 
-intersphinx_mapping: dict[str, tuple[str, None]] = {}
+# -- links to the documentation of the libraries bayescal builds on ----------
+# The inventories are committed as text (docs/_intersphinx/*.txt) and compiled
+# here, so the build reads no URL; links point to the projects' own sites.
+intersphinx_mapping = {
+    name: (url, str(path)) for name, (url, path) in write_inventories().items()
+}
+intersphinx_timeout = 1
 
+# -- HTML ---------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"bayescal {version}"
-html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_static_path = ["_static"]
+html_css_files = ["bayescal.css"]
+toc_object_entries_show_parents = "hide"  # "fit()", not "DirichletCalibrator.fit()"
+# pages without a section of their own get the whole width (no empty left sidebar)
+html_sidebars = {page: [] for page in (
+    "index", "getting_started", "choosing", "cli", "notebooks", "notebooks/*", "benchmarks",
+    "results", "generative_vs_discriminative", "gallery")}
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "navbar_align": "left",
+}
 
 
 def _skip_sklearn_plumbing(app, what, name, obj, skip, options):

@@ -123,7 +123,7 @@ def main() -> None:
     summary("uncalibrated", d["y_test"], d["q_test"], rng)
     summary("temperature-scaled", d["y_test"], q_ts, rng)
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4.6), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.6), layout="compressed")
     plots.reliability_diagram(d["y_test"], d["q_test"], ax=axes[0], rng=rng,
                               title="Uncalibrated")
     plots.reliability_diagram(d["y_test"], q_ts, ax=axes[1], rng=rng,
@@ -167,7 +167,7 @@ def main() -> None:
     print(f"  temperature T = {tl:.4f}; posterior 90% interval "
           f"{np.quantile(t_draws, 0.05):.4f} .. {np.quantile(t_draws, 0.95):.4f}")
     draws = np.stack([temperature_map(dl["q_test"], t, kind="probs") for t in t_draws])
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4.6), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.6), layout="compressed")
     plots.posterior_reliability_diagram(dl["y_test"], draws, ax=axes[0],
                                         title="LeNet-5, Bayesian temperature")
     plots.reliability_diagram(dl["y_test"], draws.mean(axis=0), ax=axes[1], rng=rng,
@@ -209,13 +209,13 @@ def main() -> None:
             title="Bayesian Dirichlet (ODIR prior), abalone MLP",
         )
         save(disp.figure, args.out, "posterior_reliability_abalone_mlp.png")
-        ax = plots.forest_plot(bayes.idata_, var_names=["A", "c"],
-                               title="Posterior of A and c (NUTS), abalone MLP")
+        axes = plots.forest_plot(bayes.idata_, var_names=["A", "c"],
+                                 title="Posterior of A and c (NUTS), abalone MLP")
     else:
         a_draws, c_draws = bootstrap_canonical(q_cal, y_cal, 100, rng)
-        ax = plots.forest_plot({"A": a_draws, "c": c_draws}, reference=0.0,
-                               title="Dir-ODIR A and c: 100 bootstrap refits")
-    save(ax.figure, args.out, "forest_A_abalone_mlp.png")
+        axes = plots.forest_plot({"A": a_draws, "c": c_draws}, reference=0.0,
+                                 title="Dir-ODIR A and c: 100 bootstrap refits")
+    save(axes[0].figure, args.out, "forest_A_abalone_mlp.png")
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -205,3 +205,31 @@ def test_netcdf_round_trip_is_eager(idata, tmp_path):
     _compat.to_netcdf(loaded, path)
     again = _compat.from_netcdf(path)
     np.testing.assert_array_equal(again.constant_data["bayescal_counts"].values, [6.0, 8.0, 10.0])
+
+
+def test_numpyro_options_match_the_installed_pymc():
+    """PyMC 5: nested nuts_sampler_kwargs; PyMC 6: one flat nuts={...} (see test_bayes_samplers)."""
+    import inspect
+
+    from bayescal.bayes._backend import import_pymc
+
+    opts = _compat.numpyro_options(chain_method="vectorized", dense_mass=True)
+    params = inspect.signature(import_pymc().sample).parameters
+    if _compat.pymc_major() >= 6:
+        assert opts == {"nuts": {"chain_method": "vectorized", "dense_mass": True}}
+        assert any(p.kind is p.VAR_KEYWORD for p in params.values())  # nuts= goes in **kwargs
+    else:
+        assert opts == {"nuts_sampler_kwargs": {"chain_method": "vectorized",
+                                                "nuts_kwargs": {"dense_mass": True}}}
+        assert "nuts_sampler_kwargs" in params
+
+
+def test_nutpie_low_rank_is_a_parameter_of_the_given_function():
+    def new(*, adaptation="diag"):
+        return adaptation
+
+    def old(*, low_rank_modified_mass_matrix=False):
+        return low_rank_modified_mass_matrix
+
+    assert new(**_compat.nutpie_low_rank(new)) == "low_rank"
+    assert old(**_compat.nutpie_low_rank(old)) is True

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
@@ -22,6 +25,7 @@ from bayescal import (
     log_loss,
     make_dirgen,
 )
+from bayescal._validation import encode_labels
 from bayescal.calibrators.dirichlet import L2_GRID, ODIR_GRID
 from bayescal.optimize import fit_multinomial, make_penalty, multinomial_log_loss
 
@@ -323,7 +327,9 @@ def test_bad_scores_and_labels(synth, name):
     with pytest.raises(ValueError, match="contains NaN or inf"):
         est.fit(np.where(s == s.max(), np.nan, s), y)
     with pytest.raises(ValueError, match="y has labels outside the classes 0..3"):
-        est.fit(s, y + 1)
+        est.fit(s, np.where(y == 0, 9, np.where(y == 1, 2, y)))  # {2, 3, 9}: which is absent?
+    with pytest.raises(ValueError, match="y has 5 distinct labels but the scores have 4"):
+        est.fit(s, np.where(np.arange(len(y)) == 0, 7, y))
     with pytest.raises(ValueError, match="y has 399 labels but the scores have 400 rows"):
         est.fit(s, y[1:])
     with pytest.raises(ValueError, match="must have at least 2 classes"):
@@ -364,3 +370,226 @@ def test_warm_start_reaches_the_same_optimum_in_fewer_steps(synth):
     q3, y3, _, _ = make_dirgen(200, 3, rng=np.random.default_rng(2))
     other = clone(warm).set_params(warm_start=True).fit(q3, y3)
     assert other.coef_.shape == (3, 3) and other.converged_
+
+
+# -- labels as scikit-learn users give them (every calibrator) --------------------
+def _every_calibrator():
+    """(id, factory, input kind) of every calibrator, the Bayesian ones by Laplace."""
+    from bayescal import (
+        BayesianDirichletCalibrator,
+        BayesianGenerativeCalibrator,
+        BetaCalibrator,
+        BinningCalibrator,
+        GenerativeDirichletCalibrator,
+        IsotonicCalibrator,
+        SigmoidCalibrator,
+    )
+    from bayescal.calibrators.registry import make_calibrator
+
+    laplace = {"sampler": "laplace", "draws": 20, "chains": 1, "random_seed": 0}
+    return [
+        ("dirichlet", lambda **kw: DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, **kw),
+         "probs"),
+        ("dirichlet-ensemble", lambda **kw: DirichletCalibrator(
+            reg="l2", reg_lambda=1e-2, reg_mu=None, ensemble=True, cv=2, **kw), "probs"),
+        ("matrix", lambda **kw: MatrixScaler(reg_lambda=1e-2, reg_mu=1e-2, **kw), "logits"),
+        ("vector", lambda **kw: VectorScaler(**kw), "logits"),
+        ("temperature", lambda **kw: TemperatureScaler(**kw), "logits"),
+        ("temperature-probs", lambda **kw: make_calibrator("temperature", **kw), "probs"),
+        ("generative", lambda **kw: GenerativeDirichletCalibrator(prior=1.0, **kw), "probs"),
+        ("sigmoid", lambda **kw: SigmoidCalibrator(**kw), "probs"),
+        ("sigmoid-logits", lambda **kw: SigmoidCalibrator(input="logits", **kw), "logits"),
+        ("beta", lambda **kw: BetaCalibrator(**kw), "probs"),
+        ("isotonic", lambda **kw: IsotonicCalibrator(**kw), "probs"),
+        ("binning", lambda **kw: BinningCalibrator(n_bins=5, **kw), "probs"),
+        ("bayes", lambda **kw: BayesianDirichletCalibrator(prior="l2", reg_lambda=1.0,
+                                                           **laplace, **kw), "probs"),
+        ("bayes-generative", lambda **kw: BayesianGenerativeCalibrator(**laplace, **kw),
+         "probs"),
+    ]
+
+
+EVERY = {name: (make, kind) for name, make, kind in _every_calibrator()}
+NAMES = np.array(["ant", "bee", "cat", "dog"])  # sorted: column j is NAMES[j]
+
+
+def _labelled(name, synth):
+    make, kind = EVERY[name]
+    q, y = synth
+    s = q if kind == "probs" else np.log(q) + 0.5
+    return make, s, y
+
+
+@pytest.mark.parametrize("name", list(EVERY))
+@pytest.mark.parametrize(
+    "labels",
+    [NAMES, np.array([1, 2, 3, 4]), np.array([0, 2, 5, 9]), np.array([-1.0, 0.0, 3.0, 7.0]),
+     NAMES.astype(object)],
+    ids=["strings", "one-based", "sparse-ints", "floats", "object-strings"],
+)
+def test_labels_name_the_sorted_columns(name, labels, synth):
+    make, s, y = _labelled(name, synth)
+    ref = make().fit(s, y)
+    np.testing.assert_array_equal(ref.classes_, np.arange(4))
+    est = make().fit(s, labels[y])
+    np.testing.assert_array_equal(est.classes_, labels)
+    p = est.predict_proba(s)
+    np.testing.assert_allclose(p, ref.predict_proba(s), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(est.predict(s), labels[np.argmax(p, axis=1)])
+    expect = [f"proba_{c}" for c in labels]
+    assert list(est.get_feature_names_out()) == expect
+    assert est.score(s, labels[y]) == pytest.approx(np.mean(est.predict(s) == labels[y]))
+
+
+@pytest.mark.parametrize("name", list(EVERY))
+def test_classes_parameter_names_columns_and_allows_absent_classes(name, synth):
+    make, s, y = _labelled(name, synth)
+    order = np.array(["dog", "cat", "bee", "ant"])  # any order: classes[j] names column j
+    est = make(classes=order).fit(s, order[y])
+    np.testing.assert_array_equal(est.classes_, order)
+    np.testing.assert_allclose(est.predict_proba(s), make().fit(s, y).predict_proba(s),
+                               rtol=0, atol=1e-12)
+    keep = y != 2  # class "bee" (column 2) absent from a small calibration set
+    named = make(classes=order).fit(s[keep], order[y[keep]])
+    coded = make().fit(s[keep], y[keep])  # integer column codes with one absent: as before
+    np.testing.assert_array_equal(coded.classes_, np.arange(4))
+    np.testing.assert_allclose(named.predict_proba(s), coded.predict_proba(s), rtol=0,
+                               atol=1e-12)
+    assert set(named.predict(s)) <= set(order)
+    with pytest.raises(ValueError, match=r"pass classes="):
+        make().fit(s[keep], order[y[keep]])
+    with pytest.raises(ValueError, match=r"y has labels that are not in classes"):
+        make(classes=[*order[:3], "eel"]).fit(s, order[y])  # "ant" is not a class
+    with pytest.raises(ValueError, match=r"classes must list one label per score column \(4\)"):
+        make(classes=order[:3]).fit(s, order[y])
+    with pytest.raises(ValueError, match=r"classes must be distinct"):
+        make(classes=["a", "a", "b", "c"]).fit(s, np.array(["a", "b", "c", "a"])[y])
+
+
+@pytest.mark.parametrize("name", list(EVERY))
+def test_set_output_pandas(name, synth):
+    pd = pytest.importorskip("pandas", reason="pandas is a runtime dependency")
+    make, s, y = _labelled(name, synth)
+    frame = pd.DataFrame(s, columns=[f"score_{c}" for c in NAMES])
+    est = make().set_output(transform="pandas").fit(frame, NAMES[y])
+    out = est.transform(frame)
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == [f"proba_{c}" for c in NAMES]
+    np.testing.assert_allclose(out.to_numpy(), est.predict_proba(frame), rtol=0, atol=1e-15)
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        est.predict_proba(s)
+    assert list(est.feature_names_in_) == list(frame.columns)
+    with pytest.raises(ValueError, match="input_features is not equal to feature_names_in_"):
+        est.get_feature_names_out(["a", "b", "c", "d"])
+
+
+# Not the Bayesian calibrators (no sample_weight: a weighted likelihood is no
+# model of the data, so its posterior width would mean nothing) and not the
+# internal-CV ensemble (its folds split repeated rows unlike weighted ones).
+@pytest.mark.parametrize(
+    "name", [n for n in EVERY if not n.startswith("bayes") and n != "dirichlet-ensemble"]
+)
+def test_integer_sample_weights_equal_repeated_rows(name, synth):
+    make, s, y = _labelled(name, synth)
+    w = np.random.default_rng(3).integers(0, 4, size=len(y))
+    rows = np.repeat(np.arange(len(y)), w)
+    weighted = make().fit(s, NAMES[y], sample_weight=w)
+    repeated = make().fit(s[rows], NAMES[y[rows]])
+    np.testing.assert_allclose(weighted.predict_proba(s), repeated.predict_proba(s), rtol=0,
+                               atol=1e-7)
+    with pytest.raises(ValueError, match=r"sample_weight must have shape \(400,\)"):
+        make().fit(s, y, sample_weight=w[1:])
+
+
+@pytest.mark.parametrize("name", list(EVERY))
+def test_failed_refit_leaves_the_fitted_estimator_usable(name):
+    import copy
+
+    q6, y6, _, _ = make_dirgen(300, 6, rng=np.random.default_rng(4))
+    make, kind = EVERY[name]
+    s6 = q6 if kind == "probs" else np.log(q6)
+    est = make().fit(s6, np.array(list("abcdef"))[y6])
+    before = est.predict_proba(s6)
+    state = copy.deepcopy({k: v for k, v in vars(est).items() if k != "idata_"})
+    q3, y3, _, _ = make_dirgen(50, 3, rng=np.random.default_rng(5))
+    s3 = q3 if kind == "probs" else np.log(q3)
+    bad_refits = [
+        lambda: est.fit(s3, y3 + 0.5),  # continuous labels
+        lambda: est.fit(s3, np.r_[y3[:-1], 7]),  # 4 labels for 3 columns
+        lambda: est.fit(np.where(s3 == s3.max(), np.nan, s3), y3),
+        lambda: est.fit(s3, y3[1:]),
+    ]
+    if "sample_weight" in inspect_fit_parameters(est):
+        bad_refits.append(lambda: est.fit(s3, y3, sample_weight=-np.ones(50)))
+    for refit in bad_refits:
+        with pytest.raises(ValueError):
+            refit()
+        np.testing.assert_array_equal(est.predict_proba(s6), before)
+        assert est.n_features_in_ == 6 and list(est.classes_) == list("abcdef")
+        after = {k: v for k, v in vars(est).items() if k != "idata_"}
+        assert after.keys() == state.keys()
+        for key, value in state.items():
+            assert _same(after[key], value), key
+
+
+def inspect_fit_parameters(est):
+    import inspect
+
+    return inspect.signature(est.fit).parameters
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(
+            _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if hasattr(a, "get_params") and hasattr(a, "fit"):
+        return type(a) is type(b) and _same(vars(a), vars(b))
+    return bool(a == b)
+
+
+# -- the label rule as a property -------------------------------------------------
+_LABEL_VALUES = st.one_of(
+    st.lists(st.integers(-10**6, 10**6), min_size=2, max_size=7, unique=True),
+    st.lists(st.text(min_size=1, max_size=5), min_size=2, max_size=7, unique=True),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=_LABEL_VALUES, data=st.data())
+def test_encoding_names_sorted_columns_and_round_trips(values, data):
+    k = len(values)
+    names = np.asarray(values)
+    codes = np.asarray(data.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=40)))
+    present = np.unique(codes)
+    y = names[codes]
+    if present.size == k:  # every class present: the sorted labels name the columns
+        classes, got = encode_labels(y, n_samples=len(y), n_classes=k)
+        np.testing.assert_array_equal(classes, np.sort(names))
+        np.testing.assert_array_equal(classes[got], y)
+    # with the columns named, any subset of the classes is read the same way
+    order = np.asarray(data.draw(st.permutations(range(k))))
+    classes, got = encode_labels(y, n_samples=len(y), n_classes=k, classes=names[order])
+    np.testing.assert_array_equal(classes, names[order])
+    np.testing.assert_array_equal(classes[got], y)
+    # integer column codes with classes absent keep working as before
+    classes, got = encode_labels(codes, n_samples=len(codes), n_classes=k)
+    np.testing.assert_array_equal(got, codes)
+    if present.size < k:
+        np.testing.assert_array_equal(classes, np.arange(k))
+
+
+@pytest.mark.parametrize("name", ["bayes", "bayes-generative"])
+def test_bayesian_posterior_files_keep_the_labels(name, synth, tmp_path):
+    make, s, y = _labelled(name, synth)
+    est = make().fit(s, NAMES[y])
+    back = type(est).load(est.save(tmp_path / "post.nc"))
+    np.testing.assert_array_equal(back.classes_, NAMES)
+    np.testing.assert_array_equal(back.predict(s), est.predict(s))
+    assert back.model_id_ == est.model_id_

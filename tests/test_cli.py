@@ -22,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 K = 4
 
 
-
-
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -69,7 +67,7 @@ def test_fit_apply_evaluate_end_to_end(files: Path, data: dict[str, np.ndarray])
     assert W.shape == (K, K) and b.shape == (K,) and A.shape == (K, K)
     assert (A >= 0).all() and np.isclose(c.sum(), 1.0)
     assert doc["hyperparameters"]["reg"] == "odir"
-    assert doc["fitted"]["coef_"]["shape"] == [K, K]
+    assert doc["estimator"] == "DirichletCalibrator" and doc["fitted"]["converged_"] is True
 
     r = run_cli("apply", "model.json", "test.csv", "-o", "calibrated.npz", cwd=files)
     assert r.returncode == 0, r.stderr
@@ -117,7 +115,8 @@ def test_model_json_round_trip(method: str, kind: str, tmp_path: Path,
     scores = data["q"] if kind == "probs" else np.log(data["q"] + 1e-3) + 2.0
     test = data["q2"] if kind == "probs" else np.log(data["q2"] + 1e-3) - 1.0
     est = make_calibrator(method, input=kind).fit(scores, data["y"])
-    path = save_model(est, tmp_path / "m.json", training_hash=hash_training_data(scores, data["y"]))
+    path = save_model(est, tmp_path / "m.json",
+                      training_hash=hash_training_data(scores, data["y"]))
     back = load_model(path)
     assert type(back) is type(est) and method_name(back) == method
     def plain(e):  # deep parameters, nested estimators compared by their own parameters
@@ -127,7 +126,7 @@ def test_model_json_round_trip(method: str, kind: str, tmp_path: Path,
     np.testing.assert_allclose(back.predict_proba(test), est.predict_proba(test), rtol=0,
                                atol=1e-12)
     with pytest.raises(FileExistsError, match="already exists"):
-        save_model(est, path, training_hash="x")
+        save_model(est, path)
     assert outputs(tmp_path) == {"m.json"}  # no temporary files left behind
 
 
@@ -243,7 +242,7 @@ BAD_CASES = {
     "label outside score columns": "labels outside the classes 0..3",
     "scores not 2-D": "must be 2-D",
     "labels of wrong length": "has 297 labels but the scores have 300 rows",
-    "unreadable npz": "cannot read .npz file",
+    "unreadable npz": "not a NumPy .npz archive (no zip signature)",
     "npz without labels": "no labels found",
     "rows not summing to one": "rows must sum to 1",
     "non-numeric csv field": "non-numeric value 'a'",
@@ -282,7 +281,7 @@ def test_unknown_method_is_a_usage_error(files: Path) -> None:
 # ---------------------------------------------------------------------------
 def test_registry_unknown_name_lists_valid_methods() -> None:
     with pytest.raises(ValueError, match="unknown calibration method 'platt'; valid methods "
-                                         "are: dirichlet-odir, dirichlet-l2, generative"):
+                                         "are: dirichlet, dirichlet-odir, dirichlet-l2, "):
         make_calibrator("platt")
 
 
@@ -332,7 +331,7 @@ def test_bayesian_model_round_trip(method: str, tmp_path: Path,
                                    data: dict[str, np.ndarray]) -> None:
     est = make_calibrator(method, sampler="laplace", draws=200, random_seed=0)
     est.fit(data["q"], data["y"])
-    path = save_model(est, tmp_path / "b.json", training_hash="sha256:test")
+    path = save_model(est, tmp_path / "b.json")
     assert outputs(tmp_path) == {"b.json", "b.nc"}
     doc = json.loads(path.read_text())
     assert doc["posterior"] == "b.nc" and doc["method"] == method
@@ -342,6 +341,7 @@ def test_bayesian_model_round_trip(method: str, tmp_path: Path,
     (tmp_path / "b.nc").unlink()
     with pytest.raises(ValueError, match="posterior file .* is missing"):
         load_model(path)
+    assert outputs(tmp_path) == {"b.json"}
 
 
 def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]) -> None:
@@ -391,3 +391,262 @@ def test_bad_param_exits_2(param: str, message: str, files: Path,
                  "--param", param, "-o", str(files / "x.json")]) == 2
     assert message in capsys.readouterr().err
     assert not (files / "x.json").exists()
+
+
+# ---------------------------------------------------------------------------
+# every failure the issue lists: exit 2, one line naming the file, no traceback
+# ---------------------------------------------------------------------------
+def _model(d: Path, method: str = "temperature") -> dict:
+    if not (d / f"{method}.json").exists():
+        assert main(["fit", str(d / "train.npz"), "--method", method,
+                     "-o", str(d / f"{method}.json")]) == 0
+    return json.loads((d / f"{method}.json").read_text())
+
+
+def _edited(d: Path, edit) -> list[str]:
+    doc = _model(d)
+    edit(doc)
+    (d / "edited.json").write_text(json.dumps(doc))
+    return ["apply", "edited.json", "test.npz", "-o", "OUT.npz"]
+
+
+def _issue_case(d: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    q, y = np.load(d / "test.npy"), np.load(d / "test_labels.npy")
+    if case == "truncated npz":
+        raw = (d / "train.npz").read_bytes()
+        (d / "cut.npz").write_bytes(raw[: len(raw) // 2])
+        return ["fit", "cut.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "random bytes npz":
+        (d / "rand.npz").write_bytes(np.random.default_rng(0).bytes(500))
+        return ["fit", "rand.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "npz of objects":
+        np.savez(d / "obj.npz", probs=np.array([{"a": 1}], dtype=object), y=y[:1])
+        return ["fit", "obj.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "directory as scores":
+        (d / "adir.npz").mkdir()
+        return ["fit", "adir.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "--param input":
+        return ["fit", "train.npz", "--method", "dirichlet-l2", "--param", "input=logits",
+                "-o", "OUT.json"]
+    if case == "logits holding 1e300":
+        z = np.log(q + 1e-3)
+        z[4, 2] = 1e300
+        np.savez(d / "huge.npz", logits=z, y=y)
+        return ["fit", "huge.npz", "--method", "vector", "-o", "OUT.json"]
+    if case == "label 1e20":
+        np.savez(d / "big.npz", probs=q, y=np.where(np.arange(len(y)) == 3, 1e20, y))
+        return ["fit", "big.npz", "--method", "temperature", "-o", "OUT.json"]
+    if case == "NA in csv":
+        lines = (d / "test.csv").read_text().splitlines()
+        cells = lines[3].split(",")
+        cells[1] = "NA"
+        lines[3] = ",".join(cells)
+        (d / "na.csv").write_text("\n".join(lines) + "\n")
+        return ["fit", "na.csv", "--method", "temperature", "-o", "OUT.json"]
+    if case.startswith("model: "):
+        what = case.removeprefix("model: ")
+        edits = {
+            "hyperparameters missing": lambda doc: doc.pop("hyperparameters"),
+            "hyperparameters null": lambda doc: doc.update(hyperparameters=None),
+            "fitted missing": lambda doc: doc.pop("fitted"),
+            "fitted null": lambda doc: doc.update(fitted=None),
+            "posterior missing": lambda doc: doc.pop("posterior"),
+            "unknown hyperparameter": lambda doc: doc["hyperparameters"].update(bogus=1),
+            "unknown estimator": lambda doc: doc.update(estimator="bayescal.io.os.system"),
+            "bad dtype": lambda doc: doc["fitted"].update(n_iter_="3"),
+            "bad temperature": lambda doc: doc["fitted"].update(temperature_=-1.0),
+            "not json": None,
+        }
+        if what == "not json":
+            (d / "edited.json").write_text("{not json")
+            return ["apply", "edited.json", "test.npz", "-o", "OUT.npz"]
+        return _edited(d, edits[what])
+    if case == "model is a directory":
+        (d / "m.json").mkdir()
+        return ["apply", "m.json", "test.npz", "-o", "OUT.npz"]
+    if case == "dnn npz without idx_val":
+        (d / "dnn").mkdir()
+        np.savez(d / "dnn" / "net.npz", probs=q, y=y, idx_test=np.arange(10))
+        return ["reproduce", "--suite", "dnn", "--data-dir", "dnn", "--out", "OUT",
+                "--no-progress"]
+    if case == "BAYESCAL_DATA_URL with {0}":
+        monkeypatch.setenv("BAYESCAL_DATA", str(d / "cache-dir"))
+        monkeypatch.setenv("BAYESCAL_DATA_URL", "https://example.invalid/{0}.npz")
+        return ["reproduce", "--suite", "uci", "--datasets", "iris", "--classifiers", "nbayes",
+                "--methods", "uncal", "--out", "OUT", "--no-progress"]
+    raise AssertionError(case)
+
+
+ISSUE_CASES = {
+    "truncated npz": "cut.npz: damaged or truncated .npz archive",
+    "random bytes npz": "rand.npz: not a NumPy .npz archive (no zip signature)",
+    "npz of objects": "obj.npz: array 'probs' holds Python objects",
+    "directory as scores": "adir.npz is a directory, not a file",
+    "--param input": "--param input=... is not a parameter here: use --input",
+    "logits holding 1e300": "huge.npz: cannot fit vector: scores are too large for a fit on raw "
+                            "logits: |z| = 1e+300 at row 4, column 2",
+    "label 1e20": "big.npz: y has labels outside the classes 0..3 given by the score columns: "
+                  "[1.e+20]",
+    "NA in csv": "na.csv: missing value 'NA' at line 4, column 'class1'",
+    "model: hyperparameters missing": "edited.json lacks the field(s) ['hyperparameters']",
+    "model: hyperparameters null": "edited.json: hyperparameters must be an object of "
+                                   "hyperparameters; got null",
+    "model: fitted missing": "lacks the field(s) ['fitted']",
+    "model: fitted null": "edited.json: fitted must be an object; got null",
+    "model: posterior missing": "lacks the field(s) ['posterior']",
+    "model: unknown hyperparameter": "hyperparameters has unknown field(s) ['bogus']",
+    "model: unknown estimator": "edited.json: unknown estimator 'bayescal.io.os.system'",
+    "model: bad dtype": "edited.json: fitted.n_iter_ must be an integer; got '3'",
+    "model: bad temperature": "edited.json: fitted.temperature_ must be > 0; got -1.0",
+    "model: not json": "edited.json is not valid JSON",
+    "model is a directory": "model file m.json is a directory, not a file",
+    "dnn npz without idx_val": "net.npz lacks the arrays ['idx_val']",
+    "BAYESCAL_DATA_URL with {0}": "BAYESCAL_DATA_URL='https://example.invalid/{0}.npz' must "
+                                  "contain the placeholder {name}",
+}
+
+
+@pytest.mark.parametrize("case", list(ISSUE_CASES))
+def test_issue_cases_exit_2_with_one_line_naming_the_file(
+    case: str, files: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(files)
+    argv = _issue_case(files, case, monkeypatch)
+    before = outputs(files)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayescal: error:") and err.count("\n") == 1, err
+    assert ISSUE_CASES[case] in err, err
+    assert "Traceback" not in err
+    assert outputs(files) == before, outputs(files) ^ before  # nothing written, no temp files
+
+
+def test_issue_cases_through_a_real_process(files: Path) -> None:
+    raw = (files / "train.npz").read_bytes()
+    (files / "cut.npz").write_bytes(raw[: len(raw) // 3])
+    r = run_cli("fit", "cut.npz", "--method", "temperature", "-o", "m.json", cwd=files)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("bayescal: error: cut.npz: damaged or truncated .npz archive")
+    assert r.stderr.count("\n") == 1 and not (files / "m.json").exists()
+    r = run_cli("fit", "train.npz", "--method", "temperature", "--param", "input=logits",
+                "-o", "m.json", cwd=files)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_unexpected_errors_are_one_line_too(files: Path, capsys: pytest.CaptureFixture,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import bayescal.score_files
+
+    def boom(*args, **kwargs):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(bayescal.score_files, "read_scores", boom)
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == ("bayescal: error: KeyError: 'surprise' (unexpected; BAYESCAL_DEBUG=1 shows "
+                   "the traceback)\n")
+    monkeypatch.setenv("BAYESCAL_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main(["fit", str(files / "train.npz"), "--method", "temperature",
+              "-o", str(files / "m.json")])
+
+
+def test_warnings_are_one_line(files: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "dirichlet-odir", "--param",
+                 "max_iter=1", "--param", "reg_lambda=0.001", "--param", "reg_mu=0.001",
+                 "-o", str(files / "m.json")]) == 0
+    err = capsys.readouterr().err
+    warning = [line for line in err.splitlines() if line.startswith("bayescal: warning")]
+    assert warning and warning[0].startswith("bayescal: warning: ConvergenceWarning: "
+                                             "DirichletCalibrator did not converge")
+
+
+def test_apply_keeps_every_row_of_a_bom_csv_without_header(files: Path,
+                                                            data: dict[str, np.ndarray]) -> None:
+    q = data["q2"]
+    text = "\n".join(",".join(repr(float(v)) for v in row) for row in q) + "\n"
+    (files / "bom.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "t.json")]) == 0
+    assert main(["apply", str(files / "t.json"), str(files / "bom.csv"),
+                 "-o", str(files / "out.csv")]) == 0
+    out = np.loadtxt(files / "out.csv", delimiter=",", skiprows=1)
+    assert out.shape == q.shape  # the first row was not taken for a header
+    np.testing.assert_allclose(out, load_model(files / "t.json").predict_proba(q), atol=1e-15)
+
+
+def test_version_and_help_with_examples(capsys: pytest.CaptureFixture) -> None:
+    import bayescal
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"bayescal {bayescal.__version__}\n"
+    for command in ([], ["fit"], ["apply"], ["evaluate"], ["demo"], ["reproduce"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        out = capsys.readouterr().out
+        assert "examples:\n  bayescal " in out, command
+        for line in out.split("examples:\n", 1)[1].splitlines():
+            if line.startswith("  bayescal "):
+                assert line.split()[1] in ("demo", "fit", "apply", "evaluate", "reproduce")
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    assert "temperature    " in capsys.readouterr().out  # the method list, from the registry
+
+
+def test_help_and_version_import_no_estimator() -> None:
+    code = (
+        "import sys\n"
+        "from bayescal.cli import main\n"
+        "for argv in (['--help'], ['--version'], ['apply', '--help'], ['evaluate', '--help'],"
+        " ['reproduce', '--help'], ['demo', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = ('numpy', 'scipy', 'sklearn', 'pandas', 'pymc', 'arviz', 'matplotlib',"
+        " 'bayescal.calibrators', 'bayescal._validation')\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == "[]"
+
+
+def test_lazy_exports_cover_all_and_resolve() -> None:
+    import bayescal
+
+    assert set(bayescal.__all__) - {"__version__"} == set(bayescal._EXPORTS)
+    for name in bayescal.__all__:
+        assert getattr(bayescal, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        bayescal.nope  # noqa: B018
+
+
+def test_sigterm_removes_the_temporary_file(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    code = (
+        "import signal, sys, time\n"
+        "from bayescal import cli\n"
+        "from bayescal._files import atomic_write\n"
+        "signal.signal(signal.SIGTERM, cli._terminate)\n"
+        "def slow(p):\n"
+        "    p.write_bytes(b'x' * 1000)\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(60)\n"
+        f"atomic_write({str(tmp_path / 'model.json')!r}, slow)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env,
+                            text=True)
+    assert proc.stdout.readline() == "writing\n"
+    assert any(p.name.startswith(".bayescal-tmp-") for p in tmp_path.iterdir())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.1)
+    assert list(tmp_path.iterdir()) == []

@@ -1,27 +1,117 @@
-"""The Sphinx documentation builds with warnings as errors (as ``make docs``)."""
+"""The documentation builds offline with warnings as errors, and reads well offline.
+
+One build per session (``tests/_docs_build.py``, shared with test_notebooks).
+The HTML checks are those of ``make docs-check`` (``docs/check_site.py``):
+no resource from another host, MathJax served by the site, every notebook
+figure on its page, an API page for every public name with the methods
+inherited from scikit-learn. With Chromium and chromedriver installed, pages
+are also loaded in a headless browser to see the math typeset and no code cut
+off (``make docs-check`` does this for every page and takes screenshots).
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import re
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests._docs_build import ROOT, build_docs, check_site
+
+# one docs build per session: under pytest-xdist both files run on the same worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
 
 
-@pytest.mark.slow
-def test_docs_build_without_warnings(tmp_path: Path) -> None:
-    out = tmp_path / "html"
-    r = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"), str(out)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stderr[-5000:]
+@pytest.fixture(scope="module")
+def html():
+    build = build_docs()
+    assert build.returncode == 0, build.log[-5000:]
+    return build.html
+
+
+def test_docs_build_without_warnings(html) -> None:
     for page in ("index", "getting_started", "choosing", "cli", "api", "benchmarks", "results",
-                 "user_guide/dirichlet", "notebooks/01_the_theorem"):
-        assert (out / f"{page}.html").is_file(), page
-    api = (out / "api" / "generated" / "bayescal.CalibratedClassifier.html").read_text()
+                 "user_guide/dirichlet", "notebooks", "notebooks/01_the_theorem", "gallery"):
+        assert (html / f"{page}.html").is_file(), page
+    api = (html / "api" / "generated" / "bayescal.CalibratedClassifier.html").read_text()
     assert "cross-fitted" in api  # the docstring made it into the API reference
+
+
+def test_built_html_passes_the_offline_checks(html) -> None:
+    assert check_site().check_html(html) == []
+
+
+def test_api_pages_cover_every_export_with_inherited_methods(html) -> None:
+    site = check_site()
+    names = site.public_names()
+    assert {"bayescal.BetaCalibrator", "bayescal.p_ece", "bayescal.plots.forest_plot",
+            "bayescal.bayes.SamplingWarning"} <= set(names)
+    assert site.check_api(html) == []
+    page = (html / "api" / "generated" / "bayescal.bayes.BayesianDirichletCalibrator.html")
+    ids = set(site.parse(page).api_entries)
+    for method in ("fit", "predict_proba", "credible_interval", "summary", "save", "load",
+                   "get_params", "set_params"):
+        assert f"bayescal.bayes.BayesianDirichletCalibrator.{method}" in ids, method
+    ids = set(site.parse(html / "api" / "generated" / "bayescal.MatrixScaler.html").api_entries)
+    assert {"bayescal.MatrixScaler.fit", "bayescal.MatrixScaler.predict_proba",
+            "bayescal.MatrixScaler.to_canonical"} <= ids
+
+
+def test_math_is_served_by_the_site(html) -> None:
+    page = (html / "user_guide" / "family.html").read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js' in page
+    assert "cdn." not in page and "jsdelivr" not in page
+    assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+
+
+def test_intersphinx_links_without_network(html) -> None:
+    """References to NumPy, scikit-learn, ArviZ and matplotlib objects link to their sites."""
+    page = (html / "api" / "generated" / "bayescal.plots.reliability_diagram.html").read_text()
+    assert ('href="https://scikit-learn.org/stable/modules/generated/'
+            'sklearn.calibration.CalibrationDisplay.html#sklearn.calibration.CalibrationDisplay"'
+            in page)
+    assert 'href="https://matplotlib.org/stable/api/_as_gen/matplotlib.axes.Axes.html' in page
+    page = (html / "api" / "generated" / "bayescal.plots.forest_plot.html").read_text()
+    assert 'href="https://python.arviz.org/en/stable/api/generated/arviz.plot_forest.html' in page
+    page = (html / "api" / "generated" / "bayescal.DirichletCalibrator.html").read_text()
+    assert 'href="https://numpy.org/doc/stable/glossary.html#term-array_like"' in page
+
+
+def test_docs_cite_only_files_in_the_repository() -> None:
+    """Every repository path a page names exists (data outside it is named as ../shared)."""
+    missing = []
+    for md in sorted((ROOT / "docs").rglob("*.md")):
+        if "_build" in md.parts:
+            continue
+        text = md.read_text()
+        for name in ("DESIGN.md", "STYLE.md", "PYMC_NOTES.md", "paper card"):
+            if name in text:
+                missing.append(f"{md.relative_to(ROOT)} cites {name!r}")
+        pattern = r"[`(]((?:benchmarks|docs|bayescal|tests|notebooks)/[\w./-]+\.\w+)"
+        for ref in set(re.findall(pattern, text)):
+            ref = ref.rstrip(".")
+            if not (ROOT / ref).exists():
+                missing.append(f"{md.relative_to(ROOT)} cites {ref}")
+    assert missing == []
+
+
+@pytest.mark.skipif(check_site().chromium() is None,
+                    reason="headless Chromium + chromedriver not installed (apt-get install "
+                           "chromium chromium-driver); make docs-check runs these checks too")
+def test_pages_in_a_headless_browser(html, tmp_path) -> None:
+    """Math typeset, nothing cut off, every image shown: landing page, a notebook, API."""
+    site = check_site()
+    sample = [html / "index.html", html / "notebooks" / "02_uncertainty_on_weights.html",
+              html / "api" / "generated" / "bayescal.bayes.BayesianDirichletCalibrator.html",
+              html / "user_guide" / "family.html"]
+    problems = []
+    browser = site.Browser(*site.chromium(), profile=tmp_path / "profile")
+    try:
+        for page in sample:
+            seen = browser.visit(page)
+            assert seen["math"] == 0 or seen["typeset"] > 0, page
+            if seen["raw_math"] or seen["tex_errors"] or seen["overflowing"] \
+                    or seen["page_overflow"] or seen["broken_images"]:
+                problems.append((page.name, seen))
+    finally:
+        browser.close()
+    assert problems == []

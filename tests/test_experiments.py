@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _extras import import_extra
 from scipy import stats
 from sklearn.exceptions import ConvergenceWarning
 
@@ -430,9 +431,7 @@ def test_cli_parser(shared_data, tmp_path, capsys):
 
 def test_dask_backend_gives_the_same_results(shared_data, tmp_path):
     joblib = pytest.importorskip("joblib", reason="joblib comes with scikit-learn")
-    distributed = pytest.importorskip(
-        "distributed", reason="dask.distributed: the [dask] extra, installed by make test"
-    )
+    distributed = import_extra("distributed", "dask")
     serial = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path / "a",
                        progress=False, **SMALL)  # fmt: skip
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \

@@ -80,11 +80,38 @@ def test_checksum_mismatch_is_rejected_and_discarded(uci_dir, tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
-def test_corrupted_cache_file_is_reported(tmp_path, monkeypatch):
+def test_corrupted_cache_file_is_set_aside_and_fetched_again(uci_dir, tmp_path, monkeypatch):
+    calls: list[str] = []
     monkeypatch.setenv("BAYESCAL_DATA", str(tmp_path))
-    (tmp_path / "zoo.npz").write_bytes(b"garbage")
-    with pytest.raises(OSError, match="delete it to download a fresh copy"):
-        load_uci("zoo")
+    monkeypatch.setenv("BAYESCAL_DATA_URL", "https://example.invalid/uci/{name}.npz")
+    monkeypatch.setattr(datasets, "_download", _fake_download(uci_dir, calls))
+    good = (uci_dir / "zoo.npz").read_bytes()
+    (tmp_path / "zoo.npz").write_bytes(good[: len(good) // 2])  # truncated
+    with pytest.warns(UserWarning, match=r"cached file .*zoo.npz has sha256 .* moved aside as "
+                                         r"zoo.npz.damaged-\d+T\d+ and downloading"):
+        ds = load_uci("zoo")
+    assert calls == ["https://example.invalid/uci/zoo.npz"]
+    assert ds.X.shape[0] > 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names[0] == "zoo.npz" and names[1].startswith("zoo.npz.damaged-") and len(names) == 2
+
+
+def test_truncated_local_file_is_named(uci_dir, tmp_path):
+    good = (uci_dir / "iris.npz").read_bytes()
+    (tmp_path / "iris.npz").write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"iris.npz: damaged or truncated .npz archive"):
+        load_uci("iris", data_home=tmp_path)
+
+
+@pytest.mark.parametrize("template", ["https://x.invalid/{0}.npz", "https://x.invalid/a.npz",
+                                      "https://x.invalid/{name}/{other}.npz",
+                                      "https://x.invalid/{name.npz"])
+def test_bad_data_url_template_is_refused(template, tmp_path, monkeypatch):
+    monkeypatch.setenv("BAYESCAL_DATA", str(tmp_path))
+    monkeypatch.setenv("BAYESCAL_DATA_URL", template)
+    with pytest.raises(ValueError, match="BAYESCAL_DATA_URL=.* placeholder"):
+        load_uci("iris")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_local_file(tmp_path):

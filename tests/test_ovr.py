@@ -1,4 +1,4 @@
-"""One-vs-rest beta, isotonic and binning calibrators."""
+"""One-vs-rest Platt scaling, beta, isotonic and binning calibrators."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
-from bayescal.calibrators.ovr import BetaCalibrator, BinningCalibrator, IsotonicCalibrator
+from bayescal.calibrators.ovr import (
+    BetaCalibrator,
+    BinningCalibrator,
+    IsotonicCalibrator,
+    SigmoidCalibrator,
+)
 from bayescal.datasets import make_dirgen
 
-ALL = [BetaCalibrator, IsotonicCalibrator, BinningCalibrator]
+ALL = [SigmoidCalibrator, BetaCalibrator, IsotonicCalibrator, BinningCalibrator]
 
 
 def _binary_scores(rng, n, a, b, c):
@@ -42,8 +47,9 @@ def test_renormalises_the_one_vs_rest_outputs(cls, rng):
 
 def test_beta_recovers_known_parameters(rng):
     q, y = _binary_scores(rng, 40_000, 1.5, 0.7, 0.3)
-    coef = BetaCalibrator().fit(q, y).coef_[1]
-    np.testing.assert_allclose(coef, [1.5, 0.7, 0.3], atol=0.08)
+    coef = BetaCalibrator().fit(q, y).coef_
+    assert coef.shape == (1, 3)  # two classes: one map, for the second class
+    np.testing.assert_allclose(coef[0], [1.5, 0.7, 0.3], atol=0.08)
 
 
 def test_beta_matches_unpenalised_logistic_regression(rng):
@@ -51,7 +57,7 @@ def test_beta_matches_unpenalised_logistic_regression(rng):
     s = q[:, 1]
     feats = np.column_stack([np.log(s), -np.log1p(-s)])
     lr = LogisticRegression(C=1e12, tol=1e-12, max_iter=10_000).fit(feats, y)
-    coef = BetaCalibrator(reg=0.0).fit(q, y).coef_[1]
+    coef = BetaCalibrator(reg=0.0).fit(q, y).coef_[0]
     np.testing.assert_allclose(coef[:2], lr.coef_[0], atol=1e-4)
     np.testing.assert_allclose(coef[2], lr.intercept_[0], atol=1e-4)
 
@@ -87,7 +93,7 @@ def test_width_binning_counts_by_hand():
 def test_frequency_binning_balances_counts(rng):
     q, y, _, _ = make_dirgen(1000, 3, rng=rng)
     cal = BinningCalibrator(n_bins=4, strategy="frequency").fit(q, y)
-    inner, _ = cal.estimators_[0]
+    inner = cal.bin_edges_[0]
     counts = np.bincount(np.searchsorted(inner, q[:, 0], side="right"), minlength=4)
     assert counts.min() >= 240 and counts.max() <= 260
 
@@ -148,3 +154,101 @@ def test_class_permutation_equivariance(cls, rng):
     p = cls().fit(q, y).predict_proba(q)
     p_perm = cls().fit(q[:, perm], inv[y]).predict_proba(q[:, perm])
     np.testing.assert_allclose(p_perm, p[:, perm], atol=1e-6)
+
+
+def test_two_classes_fit_one_map_and_complement_it(rng):
+    # scikit-learn's binary rule: one map for classes_[1], p_0 = 1 - p_1
+    q, y = _binary_scores(rng, 800, 1.0, 1.0, 0.2)
+    for cls in ALL:
+        cal = cls().fit(q, y)
+        p = cal.predict_proba(q)
+        g = cal.predict_binary(q)
+        np.testing.assert_allclose(p[:, 0], 1.0 - p[:, 1], rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(p, g)
+
+
+def test_isotonic_knots_are_sklearns(rng):
+    q, y, _, _ = make_dirgen(300, 3, rng=rng)
+    w = rng.uniform(0.2, 3.0, size=300)
+    cal = IsotonicCalibrator().fit(q, y, sample_weight=w)
+    for j in range(3):
+        ref = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+        ref.fit(q[:, j], y == j, sample_weight=w)
+        np.testing.assert_array_equal(cal.x_thresholds_[j], ref.X_thresholds_)
+        np.testing.assert_array_equal(cal.y_thresholds_[j], ref.y_thresholds_)
+        grid = np.linspace(-0.1, 1.1, 57)  # outside the knots too: clipped
+        np.testing.assert_allclose(np.interp(grid, cal.x_thresholds_[j], cal.y_thresholds_[j]),
+                                   ref.predict(grid), rtol=0, atol=1e-12)
+
+
+def _platt_by_hand(s, t, w):
+    """Platt's weighted objective minimised by scipy (the definition of the fit)."""
+    from scipy.optimize import minimize
+
+    n_pos, n_neg = w[t == 1].sum(), w[t == 0].sum()
+    target = np.where(t == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+    def f(ab):
+        z = -(ab[0] * s + ab[1])
+        return np.sum(w * (np.logaddexp(0, z) - target * z))
+
+    return minimize(f, [0.0, 0.0], method="BFGS", options={"gtol": 1e-12}).x
+
+
+@pytest.mark.parametrize("kind", ["probs", "logits"])
+def test_sigmoid_solves_platts_problem_exactly(kind, rng):
+    q, y, _, _ = make_dirgen(600, 3, rng=rng)
+    scores = q if kind == "probs" else np.log(q) + rng.normal(size=(600, 1))
+    w = rng.uniform(0.5, 2.0, size=600)
+    cal = SigmoidCalibrator(input=kind).fit(scores, y, sample_weight=w)
+    for j in range(3):
+        np.testing.assert_allclose(cal.coef_[j], _platt_by_hand(scores[:, j], y == j, w),
+                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["sigmoid", "isotonic"])
+@pytest.mark.parametrize("k", [2, 4])
+def test_equals_sklearn_calibrated_classifier_cv(method, k):
+    # CalibratedClassifierCV on a frozen model calibrates its decision values
+    # per class and normalises the same way
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.datasets import make_classification
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.svm import LinearSVC
+
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=5, n_classes=k,
+                               random_state=0)
+    svc = LinearSVC().fit(X[:300], y[:300])
+    ref = CalibratedClassifierCV(FrozenEstimator(svc), method=method).fit(X[300:], y[300:])
+    d = svc.decision_function(X[300:])
+    z = np.column_stack([np.zeros_like(d), d]) if k == 2 else d
+    cls = SigmoidCalibrator if method == "sigmoid" else IsotonicCalibrator
+    cal = cls(input="logits").fit(z, y[300:])
+    d_all = svc.decision_function(X)
+    z_all = np.column_stack([np.zeros_like(d_all), d_all]) if k == 2 else d_all
+    # scikit-learn stops L-BFGS-B at gtol=1e-6; Newton reaches the optimum
+    atol = 1e-5 if method == "sigmoid" else 1e-12
+    np.testing.assert_allclose(cal.predict_proba(z_all), ref.predict_proba(X), rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_integer_weights_equal_repeated_samples(cls, rng):
+    q, y, _, _ = make_dirgen(200, 3, rng=rng)
+    w = rng.integers(0, 4, size=200)
+    rep = np.repeat(np.arange(200), w)
+    est = cls(strategy="width") if cls is BinningCalibrator else cls()
+    weighted = clone(est).fit(q, y, sample_weight=w)
+    repeated = clone(est).fit(q[rep], y[rep])
+    np.testing.assert_allclose(weighted.predict_proba(q), repeated.predict_proba(q),
+                               rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("cls", [BetaCalibrator, BinningCalibrator])
+def test_unit_interval_maps_see_softmax_of_logits(cls, rng):
+    from scipy.special import softmax
+
+    q, y, _, _ = make_dirgen(300, 3, rng=rng)
+    z = np.log(q) + rng.normal(size=(300, 1))
+    from_logits = cls(input="logits").fit(z, y).predict_proba(z)
+    from_probs = cls().fit(softmax(z, axis=1), y).predict_proba(softmax(z, axis=1))
+    np.testing.assert_allclose(from_logits, from_probs, rtol=0, atol=1e-12)

@@ -15,7 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
+import xarray as xr  # noqa: E402
+from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
 
 from bayescal.datasets import make_dirgen  # noqa: E402
@@ -68,28 +69,59 @@ def _labelled(ax) -> None:
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
 
 
-def _check_reliability_panel(ax, *, band: bool) -> None:
-    assert len(ax.patches) == N_BINS  # one bar per bin, empty bins at height 0
-    assert len(ax.lines) == 2  # diagonal and bin means
-    bands = [c for c in ax.collections if isinstance(c, LineCollection)]
-    assert len(bands) == (1 if band else 0)
-    assert len(ax.texts) == 1  # the ECE note
+def _check_reliability_panel(ax, table, *, band: bool, hist_ax=None) -> None:
+    """Only bins that hold scores draw: one band rectangle and one dot each."""
+    nonempty = table.counts > 0
+    diagonal, curve = ax.lines  # the diagonal, then the observed frequencies
+    np.testing.assert_allclose(curve.get_xdata(), table.mean_confidence[nonempty])
+    np.testing.assert_allclose(curve.get_ydata(), table.accuracy[nonempty])
+    assert list(diagonal.get_xdata()) == [0, 1]
+    assert len(ax.patches) == (int(nonempty.sum()) if band else 0)  # band rectangles
+    assert not [c for c in ax.collections if isinstance(c, LineCollection)]  # no bars of ink
+    assert len(ax.texts) + (ax.get_legend() is not None) >= 1  # the ECE note
+    if hist_ax is not None:
+        heights = [r.get_height() for r in hist_ax.patches]
+        np.testing.assert_array_equal(heights, table.counts[nonempty])
+        assert hist_ax.get_ylabel() == "count"
+        assert hist_ax.get_ylim()[1] == table.counts.max()
+        assert hist_ax in ax.child_axes  # an inset over the bottom quarter of the panel
     _labelled(ax)
 
 
 @pytest.mark.parametrize("bands", [True, False])
-def test_confidence_reliability_diagram(data, bands):
+@pytest.mark.parametrize("histogram", [True, False])
+def test_confidence_reliability_diagram(data, bands, histogram):
     k, q, y, _ = data
-    disp = reliability_diagram(y, q, n_bins=N_BINS, bands=bands, n_resamples=100, rng=0)
+    disp = reliability_diagram(y, q, n_bins=N_BINS, bands=bands, histogram=histogram,
+                               n_resamples=100, rng=0)
     assert disp.axes.shape == (1,) and disp.classes is None
-    _check_reliability_panel(disp.axes[0], band=bands)
     table = reliability_table(y, q, n_bins=N_BINS)
-    heights = [r.get_height() for r in disp.axes[0].patches]
-    np.testing.assert_allclose(heights, np.nan_to_num(table.accuracy))
+    hist = disp.histograms[0] if histogram else None
+    assert (disp.histograms is None) == (not histogram)
+    _check_reliability_panel(disp.axes[0], table, band=bands, hist_ax=hist)
     if bands:
-        segments = disp.axes[0].collections[0].get_segments()
-        assert len(segments) == int(np.sum(table.counts > 0))
+        ok = table.counts > 0
+        rects = disp.axes[0].patches
+        np.testing.assert_allclose([r.get_y() for r in rects], disp.bands.low[ok])
+        np.testing.assert_allclose([r.get_y() + r.get_height() for r in rects],
+                                   disp.bands.high[ok])
+        np.testing.assert_allclose([r.get_x() for r in rects], table.edges[:-1][ok])
+        labels = disp.axes[0].get_legend_handles_labels()[1]
+        assert "90% consistency band" in labels
     _render(disp.figure)
+
+
+def test_bands_skip_empty_bins():
+    """Scores in 2 of 10 bins: two band rectangles, two dots, two histogram bars."""
+    rng = np.random.default_rng(0)
+    top = rng.choice([0.55, 0.95], size=400)
+    q = np.column_stack([top, 1 - top])
+    y = (rng.random(400) > top).astype(int)
+    disp = reliability_diagram(y, q, n_bins=10, n_resamples=100, rng=0)
+    ax = disp.axes[0]
+    assert int(np.sum(disp.tables[0].counts > 0)) == 2
+    assert len(ax.patches) == 2 and len(ax.lines[1].get_xdata()) == 2
+    assert len(disp.histograms[0].patches) == 2
 
 
 def test_classwise_reliability_diagram(data):
@@ -100,8 +132,8 @@ def test_classwise_reliability_diagram(data):
     n_panels = min(k, max_classes)
     assert len(disp.axes) == n_panels == len(disp.tables) == len(disp.classes)
     assert len(disp.figure.axes) == n_panels  # unused grid cells removed
-    for ax in disp.axes:
-        _check_reliability_panel(ax, band=True)
+    for ax, table, hist in zip(disp.axes, disp.tables, disp.histograms, strict=True):
+        _check_reliability_panel(ax, table, band=True, hist_ax=hist)
     if k > max_classes:
         freq = np.bincount(y, minlength=k)
         assert sorted(freq[disp.classes]) == sorted(freq)[-max_classes:]
@@ -124,8 +156,8 @@ def test_posterior_reliability_diagram(data):
     kind = "confidence" if k == 2 else "classwise"
     disp = posterior_reliability_diagram(y, draws, kind=kind, n_bins=N_BINS, max_classes=4)
     assert len(disp.axes) == (1 if kind == "confidence" else min(k, 4))
-    for ax in disp.axes:
-        _check_reliability_panel(ax, band=True)
+    for ax, table, hist in zip(disp.axes, disp.tables, disp.histograms, strict=True):
+        _check_reliability_panel(ax, table, band=True, hist_ax=hist)
     expected = posterior_bands(draws, kind=kind, n_bins=N_BINS)
     np.testing.assert_array_equal(disp.bands.low, expected.low)
     labels = disp.axes[0].get_legend_handles_labels()[1]
@@ -187,41 +219,67 @@ def test_confusion_change(data):
     _render(ax.figure)
 
 
-def test_forest_plot(data):
+def _marker_x(ax) -> np.ndarray:
+    """x of every point marker on ``ax`` (Line2D markers or scatter offsets)."""
+    xs = [line.get_xdata() for line in ax.lines if line.get_marker() not in (None, "None", "")]
+    xs += [c.get_offsets()[:, 0] for c in ax.collections
+           if isinstance(c, PathCollection) and len(c.get_offsets())]
+    return np.concatenate([np.ravel(x) for x in xs]) if xs else np.array([])
+
+
+def test_forest_plot_of_draws(data):
+    """One chain of draws: ArviZ's intervals, no diagnostics, medians as the dots."""
     k, *_ = data
     rng = np.random.default_rng(0)
     draws = np.eye(k) + 0.1 * rng.normal(size=(300, k, k))
-    ax = forest_plot(draws, max_rows=40)
+    axes = forest_plot(draws, max_rows=40)
+    assert axes.shape == (1,)
+    ax = axes[0]
     n_rows = min(k * k, 40)
-    segments = [c for c in ax.collections if isinstance(c, LineCollection)]
-    assert len(segments) == 1 and len(segments[0].get_segments()) == n_rows
-    assert len(ax.lines) == 2  # means and the reference line
-    assert len(ax.get_yticklabels()) == n_rows
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    medians = np.sort(_marker_x(ax))
+    flat = draws.reshape(300, -1)
+    kept = np.argsort(-np.abs(flat.mean(0)), kind="stable")[:n_rows]
+    np.testing.assert_allclose(medians, np.sort(np.median(flat[:, kept], axis=0)), atol=1e-12)
+    assert any(line.get_linestyle() == ":" for line in ax.lines)  # the reference line at 0
     if k * k > 40:
-        # the diagonal entries (mean about 1) have the largest |mean|
-        diagonal = {f"W[{j}, {j}]" for j in range(k)}
-        assert set(labels) <= diagonal if k >= 40 else diagonal <= set(labels)
         assert "40 of" in ax.get_title()
-    else:
-        assert labels[0] == "W[0, 0]" and labels[-1] == f"W[{k - 1}, {k - 1}]"
-        # first parameter at the top
-        assert ax.get_yticks()[0] == max(ax.get_yticks())
-    _labelled(ax)
+    assert ax.get_xlabel() == "posterior value" and ax.get_title()
     _render(ax.figure)
 
 
-def test_forest_plot_accepts_mapping_and_inference_data():
-    from bayescal.bayes import _compat
+def test_forest_plot_shows_rhat_and_ess_of_chains():
+    """Several chains: the ESS and R-hat panels hold ArviZ's own diagnostics."""
+    import arviz as az
 
     rng = np.random.default_rng(1)
-    post = {"W": rng.normal(size=(2, 50, 3, 3)), "b": rng.normal(size=(2, 50, 3))}
-    idata = _compat.from_dict({"posterior": post})  # InferenceData or DataTree
-    assert len(forest_plot(idata).get_yticklabels()) == 9
-    assert len(forest_plot(idata, var_names=["W", "b"]).get_yticklabels()) == 12
-    flat = {name: v.reshape((-1,) + v.shape[2:]) for name, v in post.items()}
-    ax = forest_plot(flat)
-    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "b[2]"
+    post = {"A": rng.gamma(2.0, size=(2, 100, 2, 2)), "c": rng.dirichlet([1, 1], size=(2, 100))}
+    idata = xr.Dataset({
+        "A": (("chain", "draw", "class_out", "class_in"), post["A"]),
+        "c": (("chain", "draw", "class_out"), post["c"]),
+    })
+
+    class Fitted:  # anything with a ``posterior`` group, like InferenceData / DataTree
+        posterior = idata
+
+    axes = forest_plot(Fitted(), var_names=["A", "c"])
+    assert axes.shape == (3,)
+    assert [a.get_xlabel() for a in axes] == ["posterior value", "effective sample size", "R-hat"]
+    ess = np.concatenate([np.ravel(az.ess(idata, method="identity")[v].values) for v in "Ac"])
+    rhat = np.concatenate([np.ravel(az.rhat(idata, method="identity")[v].values) for v in "Ac"])
+    np.testing.assert_allclose(np.sort(_marker_x(axes[1])), np.sort(ess), rtol=1e-10)
+    np.testing.assert_allclose(np.sort(_marker_x(axes[2])), np.sort(rhat), rtol=1e-10)
+    assert len(_marker_x(axes[0])) == 6
+    assert len(forest_plot(Fitted(), diagnostics=False)) == 1
+    _render(axes[0].figure)
+
+
+def test_forest_plot_accepts_mapping_and_bayesian_idata():
+    rng = np.random.default_rng(1)
+    flat = {"W": rng.normal(size=(50, 3, 3)), "b": rng.normal(size=(50, 3))}
+    assert len(_marker_x(forest_plot(flat)[0])) == 9
+    assert len(_marker_x(forest_plot(flat, var_names=["W", "b"])[0])) == 12
+    with pytest.raises(ValueError, match="at least two chains"):
+        forest_plot(flat, diagnostics=True)
 
 
 def test_user_axes_are_used():
@@ -279,6 +337,10 @@ def test_import_bayescal_does_not_import_matplotlib():
         (lambda q, y: forest_plot({"W": np.ones((5, 2))}, var_names=["A"]),
          r"variables \['A'\] are not in draws"),
         (lambda q, y: forest_plot(np.ones((5, 2)), level=94), "level must be a number"),
+        (lambda q, y: forest_plot(np.ones((5, 2)), ax=plt.subplots(1, 2)[1]), "ax must be one"),
+        (lambda q, y: forest_plot(np.ones((5, 2)), diagnostics="yes"),
+         "diagnostics must be one of"),
+        (lambda q, y: reliability_diagram(y, q, histogram=None), "histogram must be one of"),
     ],
 )
 def test_plot_input_errors(call, match):

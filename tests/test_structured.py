@@ -30,8 +30,10 @@ from bayescal.optimize import fit_multinomial, log_evidence, make_penalty
 from bayescal.structured import (
     PATH_MULTIPLIERS,
     STRENGTH_BOUNDS,
+    TIED_STRENGTHS,
     fit_structured,
     fit_temperature_scale,
+    path_candidates,
     structured_penalty,
 )
 
@@ -218,20 +220,25 @@ def test_logits_and_probabilities_give_the_same_default_fit(rng):
 def test_default_records_its_choice(synth):
     q, y = synth
     cal = DirichletCalibrator().fit(q, y)
-    res = cal.cv_results_
-    assert res["n_evidence_iter"] >= 1
-    assert list(res["multiplier"]) == list(PATH_MULTIPLIERS)
-    i = res["index"]
-    best = int(np.argmin(res["mean_test_log_loss"]))
-    # the one-SE rule: the strongest point within one SE of the best
-    assert i <= best
-    assert res["mean_test_log_loss"][i] - res["mean_test_log_loss"][best] <= res["se_vs_best"][i]
+    assert cal.cv_results_ is None
+    res = cal.selection_
+    assert res["n_evidence_iter"] >= 1 and np.isfinite(res["log_evidence"])
+    ev = {g: res[f"evidence_{g}"] for g in ("reg_lambda", "reg_diag", "reg_mu")}
+    cands, factors = path_candidates(ev, "full")
+    assert len(cands) == len(PATH_MULTIPLIERS) + len(TIED_STRENGTHS) == len(res["path_reg_mu"])
+    assert np.all(np.isinf([res[f"path_{g}"][0] for g in ev]))  # temperature scaling first
+    for g in ev:
+        np.testing.assert_allclose(res[f"path_{g}"], [c[g] for c in cands])
+    np.testing.assert_array_equal(res["path_se_factor"], factors)
+    i = res["path_index"]
+    mean, se = res["path_mean_test_log_loss"], res["path_se_vs_best"]
+    best = int(np.argmin(mean))
+    # the first candidate within its margin of standard errors of the best
+    assert mean[i] - mean[best] <= factors[i] * se[i]
     for j in range(i):
-        assert (res["mean_test_log_loss"][j] - res["mean_test_log_loss"][best]
-                > res["se_vs_best"][j])
-    m = res["multiplier"][i]
-    if np.isfinite(m):
-        assert cal.reg_lambda_ == pytest.approx(res["evidence_reg_lambda"] * m)
+        assert mean[j] - mean[best] > factors[j] * se[j]
+    for g in ev:
+        assert getattr(cal, f"{g}_") == pytest.approx(res[f"path_{g}"][i])
 
 
 def test_tiny_calibration_set_falls_back_to_temperature_scaling(rng):
@@ -322,3 +329,22 @@ def test_small_quality_benchmark_default_never_hurts(shared_data, tmp_path):
         assert d <= ts * 1.1, case
     table = (out / "table.md").read_text()
     assert "| dirichlet |" in table and "mean rank" in table
+
+
+def test_the_paper_reproduction_keeps_the_papers_settings():
+    """The new defaults do not reach the experiments: their methods pin the paper's settings."""
+    from bayescal import EPS, GenerativeDirichletCalibrator
+    from bayescal.calibrators.registry import ProbsToLogits
+    from bayescal.experiments.calibrators import method_table
+
+    table = method_table()
+    inner = {name: (lambda e: e.estimator if isinstance(e, ProbsToLogits) else e)(
+        m.build(m.candidates()[0], n_classes=3)) for name, m in table.items()}
+    assert inner["dir_l2"].reg == "l2" and inner["dir_odir"].reg == "odir"
+    assert inner["ms_odir"].reg == "odir"
+    assert inner["vector"].reg == "none"
+    assert isinstance(inner["dir_gen"], GenerativeDirichletCalibrator)
+    assert inner["dir_gen"].prior is None
+    q, y, _, _ = make_dirgen(200, 3, rng=np.random.default_rng(2))
+    fitted = inner["dir_l2"].fit(q, y)
+    assert fitted.eps_ == EPS  # the paper's floor, not the structured default's choice

@@ -38,8 +38,51 @@ def test_float32_rows_accepted_with_looser_tolerance():
     q = np.array([[0.3333333, 0.3333333, 0.3333334 + 3e-5]], dtype=np.float32)
     out = check_scores(q)
     assert out.dtype == np.float64
+    # the float64 copy still holds float32 data: a second check keeps the tolerance
+    np.testing.assert_array_equal(check_scores(out), out)
+    # float64 data off by as much are refused
     with pytest.raises(ValueError, match="tolerance 1e-06 for float64"):
-        check_scores(q.astype(np.float64))
+        check_scores(np.array([[0.3333333, 0.3333333, 0.3333334 + 3e-5]]))
+    with pytest.raises(ValueError, match="tolerance 0.0001 for float32"):
+        check_scores(np.array([[0.3, 0.3, 0.4 + 3e-4]], dtype=np.float32))
+
+
+@pytest.mark.parametrize("method", ["dirichlet-odir", "dirichlet-l2", "generative", "temperature",
+                                    "vector", "matrix"])
+def test_every_estimator_applies_the_float32_tolerance(method):
+    from bayescal.calibrators.registry import make_calibrator
+    from bayescal.datasets import make_dirgen
+
+    q, y, _, _ = make_dirgen(200, 3, rng=0)
+    q32 = q.astype(np.float32)
+    q32[:, 0] += np.float32(5e-5)  # rows off by 5e-5: within float32's 1e-4
+    est = make_calibrator(method).fit(q32, y)
+    assert est.predict_proba(q32).shape == (200, 3)
+    with pytest.raises(ValueError, match="rows must sum to 1"):
+        make_calibrator(method).fit(q + np.array([5e-5, 0.0, 0.0]), y)
+
+
+@pytest.mark.parametrize("cls", ["VectorScaler", "MatrixScaler"])
+@pytest.mark.parametrize("magnitude", [1e9, 1e60, 1e300])
+def test_huge_raw_logits_are_a_value_error(cls, magnitude):
+    import bayescal
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(100, 3))
+    y = rng.integers(0, 3, 100)
+    z[7, 1] = magnitude
+    with pytest.raises(ValueError, match=r"too large for a fit on raw logits: \|z\| = .* at row "
+                                         r"7, column 1"):
+        getattr(bayescal, cls)().fit(z, y)
+    # log-probability maps take any finite logits
+    bayescal.DirichletCalibrator(input="logits", reg_lambda=1e-2, reg_mu=1e-2).fit(z, y)
+
+
+def test_huge_float_label_is_shown_as_itself():
+    with pytest.raises(ValueError, match=r"outside the classes 0..2 .*\[1.e\+20\]"):
+        check_labels(np.array([0.0, 1e20]), n_samples=2, n_classes=3)
+    with pytest.raises(ValueError, match=r"outside the classes 0..2 .*\[-4,  7\]"):
+        check_labels(np.array([0.0, -4.0, 7.0]), n_samples=3, n_classes=3)
 
 
 def test_scores_are_not_renormalised():

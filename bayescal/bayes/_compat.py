@@ -1,4 +1,4 @@
-"""One place for what differs between the two supported ArviZ stacks.
+"""One place for what differs between the two supported PyMC / ArviZ stacks.
 
 bayescal supports
 
@@ -37,6 +37,13 @@ What differs, and the shim that hides it:
   does not install one) and the file read eagerly on both;
 * :func:`psislw`: ``arviz.psislw`` on 0.2x, ``arviz_stats.base.array_stats.psislw``
   on 1.x (no top-level function).
+* sampler options, :func:`numpyro_options`: NumPyro's settings go through
+  ``nuts_sampler_kwargs`` (with a nested ``nuts_kwargs``) in PyMC 5 and one
+  flat ``nuts={...}`` in PyMC 6; :func:`nutpie_low_rank`: nutpie renamed
+  ``low_rank_modified_mass_matrix=True`` to ``adaptation="low_rank"`` (0.16.x).
+
+The PyTensor back end (C with BLAS on PyTensor 2, Numba on PyTensor 3) is set
+up in :mod:`bayescal.bayes._backend`.
 
 Assigning a variable into a group (``idata.posterior["A"] = (dims, values)``)
 is the pitfall this module exists for: on an ``xarray.Dataset`` it adds the
@@ -68,6 +75,9 @@ __all__ = [
     "hdi",
     "is_datatree",
     "psislw",
+    "numpyro_options",
+    "nutpie_low_rank",
+    "pymc_major",
     "rhat",
     "set_group",
     "summary",
@@ -83,11 +93,42 @@ def arviz_major() -> int:
     return int(importlib.metadata.version("arviz").split(".")[0])
 
 
+def pymc_major() -> int:
+    """Major version of the installed PyMC (5 or 6), read without importing it."""
+    return int(importlib.metadata.version("pymc").split(".")[0])
+
+
+def numpyro_options(*, chain_method: str, dense_mass: bool) -> dict[str, Any]:
+    """Keyword arguments of ``pm.sample(nuts_sampler="numpyro", ...)`` for these settings.
+
+    Parameters
+    ----------
+    chain_method : {"parallel", "vectorized"}
+        How NumPyro runs the chains (one device each, or batched on one).
+    dense_mass : bool
+        Adapt a dense mass matrix.
+    """
+    if pymc_major() >= 6:
+        return {"nuts": {"chain_method": chain_method, "dense_mass": dense_mass}}
+    return {"nuts_sampler_kwargs": {"chain_method": chain_method,
+                                    "nuts_kwargs": {"dense_mass": dense_mass}}}
+
+
+def nutpie_low_rank(sample: Any) -> dict[str, Any]:
+    """Keyword arguments of ``nutpie.sample`` (passed as ``sample``) for a low-rank mass matrix."""
+    import inspect
+
+    if "adaptation" in inspect.signature(sample).parameters:
+        return {"adaptation": "low_rank"}
+    return {"low_rank_modified_mass_matrix": True}
+
+
 def is_datatree(idata: Any) -> bool:
     """Whether ``idata`` is an ``xarray.DataTree`` (ArviZ 1.x) rather than InferenceData."""
     import xarray as xr
 
-    return isinstance(idata, xr.DataTree)
+    tree = getattr(xr, "DataTree", None)  # xarray >= 2024.10
+    return tree is not None and isinstance(idata, tree)
 
 
 def from_dict(

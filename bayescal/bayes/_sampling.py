@@ -96,6 +96,7 @@ def sample_model(
                 chains=chains,
                 cores=_cores(chains),
                 random_seed=seed,
+                nuts_sampler="pymc",  # PyMC 6 would pick nutpie when installed
                 init="jitter+adapt_diag",
                 target_accept=target_accept,
                 progressbar=progressbar,
@@ -115,8 +116,8 @@ def sample_model(
             cores=_cores(chains),
             seed=seed,
             progress_bar=progressbar,
-            low_rank_modified_mass_matrix=True,
             target_accept=target_accept,
+            **_compat.nutpie_low_rank(nutpie.sample),
         )
     if sampler == "numpyro":
         xla = os.environ.get("XLA_FLAGS", "")
@@ -140,7 +141,7 @@ def sample_model(
                 progressbar=progressbar,
                 compute_convergence_checks=False,
                 var_names=var_names,
-                nuts_sampler_kwargs={"chain_method": method, "nuts_kwargs": {"dense_mass": True}},
+                **_compat.numpyro_options(chain_method=method, dense_mass=True),
             )
     if sampler == "advi":
         with model:

@@ -35,7 +35,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 from sklearn.utils.validation import check_is_fitted
 
-from bayescal._validation import check_labels
 from bayescal.bayes import _compat
 
 __all__ = ["PARETO_K_MAX", "compare", "loo_pointwise"]
@@ -69,7 +68,7 @@ def loo_pointwise(est: Any, scores: ArrayLike, y: ArrayLike, *,
 
     check_is_fitted(est, "idata_")
     x = est._features(scores)
-    y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+    y = est._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
     est._check_same_data(x, y)
     post = est.idata_.posterior
     k = x.shape[1]

@@ -41,7 +41,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_option,
     check_positive_int,
@@ -177,7 +176,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated probabilities (``input="probs"``) or logits.
         y : array-like of shape (n_samples,)
-            Integer labels ``0 .. n_classes - 1`` (column ``j`` is class ``j``).
+            Class labels (see ``classes``).
 
         Returns
         -------
@@ -189,12 +188,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             If the MCMC posterior fails its checks and ``on_failure="raise"``.
         """
         self._check_params()
+        data = self._fit_data(scores, y)  # validates everything; writes nothing
         self._clear_fitted()
         try:
-            x = self._features(scores, reset=True)
-            y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
             self.sampler_ = resolve_sampler(self.sampler)
-            self._fit_posterior(x, y)
+            self._fit_posterior(data.x, data.y)
+            self._set_fit_data(data)
             post = _compat.group_dataset(self.idata_, "posterior")
             A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
             post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
@@ -205,7 +204,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
                         idata=self.idata_)
             if self.log_likelihood:
-                self._add_log_likelihood(x, y)
+                self._add_log_likelihood(data.x, data.y)
             self._stamp()
         except BaseException:
             self._clear_fitted()
@@ -249,7 +248,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """
         check_is_fitted(self, "idata_")
         x = self._features(scores)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
         self._check_same_data(x, y)
         self._add_log_likelihood(x, y)
         return self
@@ -424,7 +423,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     # -- persistence -------------------------------------------------------
     def _config(self) -> dict[str, Any]:
         params = {
-            key: (list(v) if isinstance(v, tuple) else v) for key, v in self.get_params().items()
+            key: (list(v) if isinstance(v, tuple) else np.asarray(v).tolist()
+                  if isinstance(v, np.ndarray) else v)
+            for key, v in self.get_params().items()
         }
         return {"class": type(self).__name__, "params": params}
 
@@ -439,10 +440,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         from bayescal import __version__
 
         config_json = json.dumps(self._config(), sort_keys=True)
+        classes_json = json.dumps(np.asarray(self.classes_).tolist())
         stats = self._stats | {"mode_W": self.coef_, "mode_b": self.intercept_}
-        self.model_id_ = self._model_id(config_json, stats)
+        self.model_id_ = self._model_id(config_json + classes_json, stats)
         attrs = {
             "bayescal_config": config_json,
+            "bayescal_classes": classes_json,
             "bayescal_version": __version__,
             "bayescal_model_id": self.model_id_,
             "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
@@ -499,7 +502,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             if key.startswith("bayescal_")
         }
         config_json = json.dumps(est._config(), sort_keys=True)
-        if est._model_id(config_json, stats) != attrs.get("bayescal_model_id"):
+        classes_json = attrs.get("bayescal_classes", "")
+        if est._model_id(config_json + classes_json, stats) != attrs.get("bayescal_model_id"):
             raise ValueError(
                 f"{path}: model id mismatch (stored {attrs.get('bayescal_model_id')!r}); "
                 "the file was modified or is corrupt"
@@ -511,7 +515,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         est._stats = stats
         k = est.coef_.shape[0]
         est.n_features_in_ = k
-        est.classes_ = np.arange(k)
+        est.classes_ = np.asarray(json.loads(classes_json)) if classes_json else np.arange(k)
         est.sampler_ = attrs.get("bayescal_sampler", resolve_sampler(est.sampler))
         est.diagnostics_ = est._diagnose()
         prior = json.loads(attrs["bayescal_prior"])
@@ -611,6 +615,10 @@ default="hierarchical"
         Probability floor of the log features.
     target_accept : float in (0, 1), default=0.8
         NUTS target acceptance rate.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order; ``None`` reads them
+        from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
+        is saved with the posterior.
     progressbar : bool, default=True
         Show the sampler's progress bar while sampling (MCMC and ADVI).
     rhat_max : float, default=1.01
@@ -679,6 +687,7 @@ default="hierarchical"
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
         ess_min: float = 400.0,
@@ -701,6 +710,7 @@ default="hierarchical"
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
         self.ess_min = ess_min
@@ -789,7 +799,7 @@ default="hierarchical"
                              f"or 'structured'; got prior={self.prior!r} (compare other priors "
                              "with bayescal.bayes.compare)")
         x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
         gauge, penalty, theta, _ = self.laplace_approximation(x, y)
         W, b = gauge.split(gauge.to_raw(theta))
         return dirlin_log_evidence(x, y, penalty, W, b)
@@ -981,7 +991,7 @@ def _posterior_predictive(est: Any, scores: ArrayLike, y: ArrayLike | None,
                              np.random.default_rng(random_seed)).reshape(*lead, n)
     groups: dict[str, Any] = {"posterior_predictive": {"y": y_sim}}
     if y is not None:
-        groups["observed_data"] = {"y": check_labels(y, n_samples=n, n_classes=k)}
+        groups["observed_data"] = {"y": est._encode_labels(y, n_samples=n, n_classes=k)[1]}
     return _compat.from_dict(groups, dims={"y": ["obs"]}, coords={"obs": np.arange(n)})
 
 
@@ -1018,6 +1028,8 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         posterior conditions on: exact leave-one-out of the calibrated
         predictions weights draws by the joint and scores the conditional,
         which :func:`bayescal.bayes.compare` does.
+    classes : array-like of shape (n_classes,), default=None
+        As in :class:`BayesianDirichletCalibrator`.
 
     Attributes
     ----------
@@ -1053,6 +1065,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
+        classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
         ess_min: float = 400.0,
@@ -1070,6 +1083,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.input = input
         self.eps = eps
         self.target_accept = target_accept
+        self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
         self.ess_min = ess_min

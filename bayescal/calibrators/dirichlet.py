@@ -19,13 +19,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_option,
     check_positive_int,
-    check_sample_weight,
 )
-from bayescal.calibrators._base import FamilyCalibratorMixin
+from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.maps import dirlin_from_features
 from bayescal.optimize import (
     FitResult,
@@ -120,9 +118,17 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     input : {"probs", "logits"}, default="probs"
         What the scores hold. Logits are mapped to ``log_softmax(z)``, so
         ``z`` and ``softmax(z)`` give the same fit.
-    eps : float, default=EPS
-        Floor on probabilities before the logarithm (2.22e-16); use
-        ``np.finfo(float).tiny`` to reproduce the paper text.
+    eps : float or "auto", default="auto"
+        Floor on probabilities before the logarithm, ``x = max(ln q, ln eps)``.
+        ``"auto"``: for ``reg="structured"`` with some strength ``"auto"``, the
+        floor with the larger Laplace evidence of the two: float64 machine
+        epsilon (2.22e-16, :data:`bayescal.EPS`) or ``1 / (k (n + 1))`` (the
+        smallest probability ``n`` calibration samples can resolve, Laplace's
+        rule of succession; it tames exact zeros, e.g. from trees); for the
+        other penalties :data:`bayescal.EPS`. The floor used is ``eps_`` and
+        applies to every later prediction. A number fixes it; use
+        ``np.finfo(float).tiny`` to reproduce the paper text. (Raw logits of
+        :class:`MatrixScaler` are not floored.)
     max_iter : int, default=100
         Newton iterations per fit.
     tol : float, default=1e-8
@@ -136,6 +142,13 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         which makes a hand-written path over penalties cheap. Ignored when
         cross-validation runs (``"auto"`` or ``ensemble=True``), which warm-
         starts along its own grid.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order. ``None``: the sorted
+        distinct labels of ``y`` when it holds one per column (scikit-learn's
+        ``classes_`` order), else the integer column codes ``0 .. k-1`` (a
+        class absent from ``y``); pass ``classes`` when a class is absent and
+        the labels are not column codes
+        (:func:`bayescal._validation.encode_labels`).
 
     Attributes
     ----------
@@ -148,8 +161,11 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     coefs_, intercepts_ : ndarray of shape (n_folds, k, k) and (n_folds, k)
         The fold maps (only with ``ensemble=True``).
     classes_ : ndarray of shape (n_classes,)
-        ``0 .. k-1``, from the score columns.
+        The label of each score column (``classes``, or as read from ``y``);
+        ``predict`` returns these labels.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_classes,)
+        Column names of DataFrame scores (only when fitted on one).
     reg_lambda_, reg_mu_ : float or None
         Penalty strengths used (``reg_mu_`` is None for L2 and ``"none"``;
         for ``"structured"``, ``inf`` when temperature scaling was chosen).
@@ -157,15 +173,24 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         The diagonal strength used (``"structured"`` only, else None).
     temperature_ : float or None
         ``T`` of the centre ``W = I/T`` (``"structured"`` only, else None).
+    eps_ : float
+        The probability floor used (see ``eps``).
     cv_results_ : dict or None
-        With ``"auto"``: for ODIR and L2, ``{"reg_lambda", "reg_mu",
-        "mean_test_log_loss"}`` arrays over the grid; for ``"structured"``,
-        the evidence strengths (``"evidence_reg_lambda"``,
-        ``"evidence_reg_diag"``, ``"evidence_reg_mu"``, ``"n_evidence_iter"``)
-        and the cross-validated path (``"multiplier"``,
-        ``"mean_test_log_loss"``, ``"se_vs_best"``, ``"index"`` of the choice).
+        ODIR and L2 with ``"auto"``: ``{"reg_lambda", "reg_mu",
+        "mean_test_log_loss"}`` arrays over the grid.
+    selection_ : dict or None
+        ``reg="structured"`` with some strength ``"auto"``: the evidence
+        strengths (``"evidence_reg_lambda"``, ``"evidence_reg_diag"``,
+        ``"evidence_reg_mu"``), ``"n_evidence_iter"``, ``"log_evidence"`` at
+        those strengths and, when the check ran, its candidates
+        (``"path_reg_lambda"``, ``"path_reg_diag"``, ``"path_reg_mu"``: their
+        strengths, ``inf`` for temperature scaling; ``"path_mean_test_log_loss"``,
+        ``"path_se_vs_best"``, ``"path_se_factor"``; ``"path_index"`` of the one
+        chosen; else None). Absent for the other penalties.
     n_iter_ : int
-        Newton iterations of the final fit (max over folds with ``ensemble``).
+        Newton iterations of the final fit (max over folds with ``ensemble``;
+        for ``"structured"`` with "auto" strengths, all the Newton iterations
+        spent on the full data, evidence updates included).
     converged_ : bool
     loss_ : float
         Objective at the fitted map (mean over folds with ``ensemble``).
@@ -200,6 +225,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     """
 
     _feature_space = "log"
+    _eps_auto = True
 
     def __init__(
         self,
@@ -212,10 +238,11 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         cv: Any = 5,
         ensemble: bool = False,
         input: str = "probs",
-        eps: float = EPS,
+        eps: float | str = "auto",
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.reg = reg
         self.reg_lambda = reg_lambda
@@ -229,10 +256,12 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
+        self.classes = classes
 
     # -- validation -------------------------------------------------------
     def _check_params(self) -> tuple[str, float | str, float | str | None, float | str | None]:
         reg = check_option(self.reg, "reg", ("structured", "odir", "l2", "none"))
+        check_input_params(self)
         check_option(self.center, "center", ("zero", "identity"))
         check_option(self.ensemble, "ensemble", (False, True))
         check_option(self.warm_start, "warm_start", (False, True))
@@ -269,7 +298,8 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated probabilities or logits (``input``).
         y : array-like of shape (n_samples,)
-            Integer labels ``0 .. n_classes - 1`` (column ``j`` is class ``j``).
+            Class labels: the sorted labels name the score columns, or the
+            ``classes`` parameter does (see :class:`DirichletCalibrator`).
         sample_weight : array-like of shape (n_samples,), optional
             Non-negative weights of the log-loss terms.
 
@@ -278,41 +308,44 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         self : DirichletCalibrator
         """
         reg, lam, mu, diag = self._check_params()
-        x = self._features(scores, reset=True)
+        auto_eps = isinstance(self.eps, str)
+        data = self._fit_data(scores, y, sample_weight,  # validates; writes nothing
+                              eps=EPS if auto_eps else None)
+        x, y, sw = data.x, data.y, data.sample_weight
         n, k = x.shape
-        y = check_labels(y, n_samples=n, n_classes=k)
-        sw = check_sample_weight(sample_weight, n_samples=n)
         fitted = getattr(self, "coef_", None)
         previous = None
         if self.warm_start and fitted is not None and fitted.shape == (k, k):
             previous = (np.array(fitted, dtype=float), np.array(self.intercept_, dtype=float))
-        self.cv_results_ = None
-        self.reg_diag_ = self.temperature_ = None
-        for attr in ("coefs_", "intercepts_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
+        state: dict[str, Any] = {
+            "cv_results_": None, "reg_diag_": None, "temperature_": None,
+            "eps_": EPS if auto_eps else float(self.eps),
+        }
+        drop = ("coefs_", "intercepts_", "selection_")
         if reg == "structured":
-            return self._fit_structured(x, y, sw, lam, mu, diag, previous)
+            state.update(self._fit_structured(x, y, sw, lam, mu, diag, previous, auto_eps))
+            self._set_state(data, state, drop=drop)
+            return self
         candidates = self._candidates(reg, lam, mu)
         need_cv = len(candidates) > 1 or self.ensemble
         if need_cv:
             previous = None
-        if need_cv:
             splits = cv_splits(self.cv, y)
             fold_fits, losses = self._cross_validate(x, y, sw, reg, candidates, splits)
             best = int(np.argmin(losses))
             if len(candidates) > 1:
-                self.cv_results_ = {
+                state["cv_results_"] = {
                     "reg_lambda": np.array([c[0] for c in candidates]),
                     "reg_mu": np.array([np.nan if c[1] is None else c[1] for c in candidates]),
                     "mean_test_log_loss": np.asarray(losses),
                 }
         else:
             best = 0
-        self.reg_lambda_, self.reg_mu_ = candidates[best]
+        state["reg_lambda_"], state["reg_mu_"] = candidates[best]
         penalty = self._penalty(k, reg, *candidates[best])
         if self.ensemble:
-            self._set_ensemble([f[best] for f in fold_fits])
+            state.update(self._ensemble_state([f[best] for f in fold_fits]))
+            self._set_state(data, state, drop=drop)
             return self
         init = previous
         if need_cv:  # warm start from the mean of the fold maps at the chosen point
@@ -320,7 +353,8 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             init = (np.mean([f.W for f in fits], axis=0), np.mean([f.b for f in fits], axis=0))
         res = self._solve(x, y, sw, penalty, init, warn=False)
         self._warn_unconverged(res)
-        self._set_fit(res)
+        state.update(self._fit_state(res))
+        self._set_state(data, state, drop=drop)
         return self
 
     def _structure(self) -> str:
@@ -329,22 +363,51 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     def _fit_structured(
         self, x: NDArray[np.float64], y: NDArray[np.intp], sw: NDArray[np.float64],
         lam: float | str, mu: float | str | None, diag: float | str | None, previous: Any,
-    ) -> DirichletCalibrator:
-        """The structured penalty (:func:`bayescal.structured.fit_structured`)."""
+        auto_eps: bool,
+    ) -> dict[str, Any]:
+        """The structured penalty (:func:`bayescal.structured.fit_structured`): its state.
+
+        With ``eps="auto"`` the features floored at ``1 / (k (n + 1))`` compete
+        by evidence with those floored at :data:`~bayescal.EPS` (``x``).
+        """
         structure = self._structure()
+        alternatives: tuple[NDArray[np.float64], ...] = ()
+        floor = 1.0 / (x.shape[1] * (float(sw.sum()) + 1.0))
+        log_space = not (self._feature_space == "raw" and self.input == "logits")
+        if auto_eps and log_space and floor > EPS:
+            alternatives = (np.maximum(x, np.log(floor)),)  # = max(ln q, ln floor)
         sf = fit_structured(
             x, y, structure=structure, reg_lambda=lam, reg_diag=diag, reg_mu=mu,
             sample_weight=sw, cv=self.cv, max_iter=self.max_iter, tol=self.tol, init=previous,
+            alternatives=alternatives,
         )
-        self._set_structured(sf)
+        state: dict[str, Any] = {
+            "reg_lambda_": float(sf.strengths["reg_lambda"]),
+            "reg_diag_": float(sf.strengths["reg_diag"]),
+            "reg_mu_": float(sf.strengths["reg_mu"]),
+            "temperature_": 1.0 / sf.scale,
+        }
+        if sf.features == 1:
+            state["eps_"] = floor
+            x = alternatives[0]
+        if sf.evidence_strengths is not None:
+            path = sf.path or {}
+            state["selection_"] = {
+                **{f"evidence_{g}": float(v) for g, v in sf.evidence_strengths.items()},
+                "n_evidence_iter": int(sf.n_evidence_iter),
+                "log_evidence": float(sf.log_evidence),
+                **{f"path_{key}": path.get(key) for key in (
+                    "reg_lambda", "reg_diag", "reg_mu", "mean_test_log_loss", "se_vs_best",
+                    "se_factor", "index")},
+            }
+        else:
+            state["selection_"] = None
         if self.ensemble:
             fits = [self._fixed_structured(x[tr], y[tr], sw[tr], sf) for tr, _ in
                     cv_splits(self.cv, y)]
-            self._set_ensemble(fits)
-            return self
+            return {**state, **self._ensemble_state(fits)}
         self._warn_unconverged(sf.fit)
-        self._set_fit(sf.fit)
-        return self
+        return {**state, **self._fit_state(sf.fit)}
 
     def _fixed_structured(self, x: NDArray[np.float64], y: NDArray[np.intp],
                           sw: NDArray[np.float64], sf: StructuredFit) -> FitResult:
@@ -355,29 +418,21 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         return fit_structured(x, y, structure=self._structure(), sample_weight=sw, cv=None,
                               max_iter=self.max_iter, tol=self.tol, **sf.strengths).fit
 
-    def _set_structured(self, sf: StructuredFit) -> None:
-        self.reg_lambda_ = float(sf.strengths["reg_lambda"])
-        self.reg_diag_ = float(sf.strengths["reg_diag"])
-        self.reg_mu_ = float(sf.strengths["reg_mu"])
-        self.temperature_ = 1.0 / sf.scale
-        if sf.evidence_strengths is not None:
-            res: dict[str, Any] = {f"evidence_{g}": float(v)
-                                   for g, v in sf.evidence_strengths.items()}
-            res["n_evidence_iter"] = sf.n_evidence_iter
-            if sf.path is not None:
-                res.update(sf.path)
-            self.cv_results_ = res
+    @staticmethod
+    def _fit_state(res: FitResult) -> dict[str, Any]:
+        return {"coef_": res.W, "intercept_": res.b, "n_iter_": res.n_iter,
+                "converged_": bool(res.converged), "loss_": res.loss}
 
-    def _set_ensemble(self, fits: list[FitResult]) -> None:
-        self.coefs_ = np.stack([f.W for f in fits])
-        self.intercepts_ = np.stack([f.b for f in fits])
-        self.coef_ = self.coefs_.mean(axis=0)
-        self.intercept_ = self.intercepts_.mean(axis=0)
-        self.n_iter_ = max(f.n_iter for f in fits)
-        self.converged_ = all(f.converged for f in fits)
-        self.loss_ = float(np.mean([f.loss for f in fits]))
-        if not self.converged_:
+    def _ensemble_state(self, fits: list[FitResult]) -> dict[str, Any]:
+        coefs, intercepts = np.stack([f.W for f in fits]), np.stack([f.b for f in fits])
+        state = {"coefs_": coefs, "intercepts_": intercepts, "coef_": coefs.mean(axis=0),
+                 "intercept_": intercepts.mean(axis=0),
+                 "n_iter_": max(f.n_iter for f in fits),
+                 "converged_": all(f.converged for f in fits),
+                 "loss_": float(np.mean([f.loss for f in fits]))}
+        if not state["converged_"]:
             self._warn_folds(sum(not f.converged for f in fits), len(fits))
+        return state
 
     def _warn_unconverged(self, res: FitResult) -> None:
         if not res.converged:
@@ -397,13 +452,6 @@ class DirichletCalibrator(FamilyCalibratorMixin):
             x, y, structure="full", penalty=penalty, init=init, max_iter=self.max_iter,
             tol=self.tol, sample_weight=sw, warn=warn,
         )
-
-    def _set_fit(self, res: FitResult) -> None:
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
-        self.loss_ = res.loss
 
     def _penalty(self, k: int, reg: str, lam: float, mu: float | None) -> Any:
         if reg == "none":
@@ -511,9 +559,11 @@ class MatrixScaler(DirichletCalibrator):
 
     Parameters
     ----------
-    reg, reg_lambda, reg_mu, reg_diag, center, cv, ensemble, eps, max_iter, tol, warm_start
-        As in :class:`DirichletCalibrator`.
     input : {"logits", "probs"}, default="logits"
+        What the scores hold. Every other parameter (``reg``, ``reg_lambda``,
+        ``reg_mu``, ``reg_diag``, ``center``, ``cv``, ``ensemble``, ``eps``,
+        ``max_iter``, ``tol``, ``warm_start``, ``classes``) is that of
+        :class:`DirichletCalibrator`.
 
     Examples
     --------
@@ -540,13 +590,14 @@ class MatrixScaler(DirichletCalibrator):
         cv: Any = 5,
         ensemble: bool = False,
         input: str = "logits",
-        eps: float = EPS,
+        eps: float | str = "auto",
         max_iter: int = 100,
         tol: float = 1e-8,
         warm_start: bool = False,
+        classes: ArrayLike | None = None,
     ) -> None:
         super().__init__(
             reg=reg, reg_lambda=reg_lambda, reg_mu=reg_mu, reg_diag=reg_diag, center=center,
             cv=cv, ensemble=ensemble, input=input, eps=eps, max_iter=max_iter, tol=tol,
-            warm_start=warm_start,
+            warm_start=warm_start, classes=classes,
         )

@@ -28,15 +28,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_positive_int,
+    check_sample_weight,
     check_scores,
+    encode_labels,
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
     DirichletPrior,
     SufficientStatistics,
+    _is_dask_array,
     as_prior,
     fit_dirgen,
     sufficient_statistics,
@@ -52,7 +54,14 @@ from bayescal.structured import (
 __all__ = ["AUTO_STRENGTHS", "GenerativeDirichletCalibrator"]
 
 _PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_",
-                "prior_", "cv_results_")
+                "prior_strength_", "prior_center_", "cv_results_")
+
+
+def _prior_state(prior: DirichletPrior | None, k: int) -> dict[str, Any]:
+    """The prior used, as plain fitted values (``None`` for maximum likelihood)."""
+    if prior is None:
+        return {"prior_strength_": None, "prior_center_": None}
+    return {"prior_strength_": float(prior.strength), "prior_center_": prior.concentration(k)}
 
 #: Prior strengths (pseudo-samples per class) searched by ``prior="auto"``,
 #: besides ``inf`` (temperature scaling).
@@ -103,6 +112,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         log-likelihood.
     cv : int or cross-validation splitter, default=5
         Folds of ``prior="auto"``.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each score column, in column order; ``None`` reads them
+        from ``y`` (see :class:`~bayescal.DirichletCalibrator`).
 
     Attributes
     ----------
@@ -125,12 +137,15 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     fits_ : list of DirichletFit
         Per-class solver reports (log-likelihood, gradient norm, message).
     classes_ : ndarray of shape (k,)
-        ``0 .. k-1`` (column ``j`` of the scores is class ``j``).
+        The label of each score column.
     n_features_in_ : int
-    prior_ : DirichletPrior or None
-        The prior used (``prior="auto"``: its chosen strength, ``inf`` when
-        temperature scaling won; then ``alpha_`` is the centre and ``pi_``
-        uniform, the limit of an infinitely strong prior).
+    prior_strength_ : float or None
+        Pseudo-samples per class of the prior used (``None``: maximum
+        likelihood; with ``prior="auto"``, ``inf`` when temperature scaling
+        won: ``alpha_`` is then the centre and ``pi_`` uniform, the limit of
+        an infinitely strong prior).
+    prior_center_ : ndarray of shape (k, k) or None
+        Its reference concentrations :math:`\beta`.
     cv_results_ : dict or None
         ``prior="auto"``: ``strength`` and ``mean_test_log_loss`` arrays,
         ``se_vs_best`` and the chosen ``index``.
@@ -187,6 +202,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         max_iter: int = 100,
         tol: float = 1e-10,
         cv: Any = 5,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.prior = prior
         self.input = input
@@ -194,6 +210,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         self.max_iter = max_iter
         self.tol = tol
         self.cv = cv
+        self.classes = classes
 
     # -- statistics -------------------------------------------------------
     def _check_params(self) -> None:
@@ -210,6 +227,39 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
     def _statistics(self, scores: Any, y: Any) -> SufficientStatistics:
         return sufficient_statistics(scores, y, kind=self.input, eps=self.eps)
 
+    def _statistics(
+        self, scores: Any, y: Any, sample_weight: Any, *, classes: Any = None
+    ) -> tuple[SufficientStatistics, NDArray[Any]]:
+        """Statistics and column labels of one batch (validates; writes nothing)."""
+        if _is_dask_array(scores) or _is_dask_array(y):
+            if classes is not None and not np.array_equal(classes, np.arange(len(classes))):
+                raise ValueError(
+                    "with dask arrays the labels must be the integer column codes 0..k-1; "
+                    f"got classes={np.asarray(classes).tolist()!r}"
+                )
+            stats = sufficient_statistics(
+                scores, y, kind=self.input, eps=self.eps, sample_weight=sample_weight
+            )
+            return stats, np.arange(stats.n_classes)
+        if hasattr(scores, "tocsr") or hasattr(scores, "todense"):
+            check_scores(scores, kind=self.input)  # raises: sparse input is not supported
+        try:
+            arr = np.asarray(scores)
+        except Exception:  # ragged lists and the like
+            check_scores(scores, kind=self.input)  # raises, worded by the shared check
+            raise
+        if arr.dtype == object or arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 2:
+            check_scores(arr, kind=self.input)  # raises, worded by the shared check
+        n, k = arr.shape
+        if classes is None:
+            cls, codes = self._encode_labels(y, n_samples=n, n_classes=k)
+        else:
+            cls, codes = encode_labels(y, n_samples=n, n_classes=k, classes=classes)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, n_samples=n)
+        stats = sufficient_statistics(arr, codes, kind=self.input, eps=self.eps,
+                                      sample_weight=sw)
+        return stats, cls
+
     def _solve(self, stats: SufficientStatistics, prior: Any = None) -> dict[str, Any]:
         prior = self.prior if prior is None else prior
         if isinstance(prior, DirichletPrior) and np.isinf(prior.strength):
@@ -217,7 +267,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             alpha, pi = prior.concentration(k), np.full(k, 1.0 / k)
             W, b = dirgen_to_dirlin(alpha, pi)
             return {"alpha_": alpha, "pi_": pi, "coef_": W, "intercept_": b, "n_iter_": 0,
-                    "converged_": True, "fits_": [], "prior_": prior}
+                    "converged_": True, "fits_": [], **_prior_state(prior, k)}
         alpha, pi, fits = fit_dirgen(
             stats, prior=prior, eps=self.eps, max_iter=self.max_iter, tol=self.tol
         )
@@ -240,38 +290,42 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             "n_iter_": max(f.n_iter for f in fits),
             "converged_": converged,
             "fits_": fits,
-            "prior_": as_prior(prior),
+            **_prior_state(as_prior(prior), stats.n_classes),
         }
 
-    def _auto_prior(self, scores: Any, y: Any) -> tuple[DirichletPrior, dict[str, Any]]:
+    def _auto_prior(self, scores: Any, y: Any, sample_weight: Any
+                    ) -> tuple[DirichletPrior, dict[str, Any]]:
         """``prior="auto"``: the strength by cross-validation (class docstring)."""
-        if type(scores).__module__.startswith("dask") or type(y).__module__.startswith("dask"):
+        if _is_dask_array(scores) or _is_dask_array(y):
             raise ValueError("prior='auto' needs in-memory scores (it cross-validates); pass a "
                              "fixed prior (e.g. prior=10.0) to fit Dask arrays")
         x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
         n, k = x.shape
-        y = check_labels(y, n_samples=n, n_classes=k)
+        _, y = self._encode_labels(y, n_samples=n, n_classes=k)
+        sw = check_sample_weight(sample_weight, n_samples=n)
         strengths = (np.inf, *AUTO_STRENGTHS)
 
-        def prior_at(nu: float, xs: Any, ys: Any) -> DirichletPrior:
-            s = fit_temperature_scale(xs, ys)
+        def prior_at(nu: float, rows: Any) -> DirichletPrior:
+            s = fit_temperature_scale(x[rows], y[rows], sw[rows])
             return DirichletPrior(strength=nu, center=np.ones((k, k)) + s * np.eye(k))
 
         loss = np.zeros((len(strengths), n))
         for tr, te in cv_splits(self.cv, y):
-            stats = SufficientStatistics.from_features(x[tr], y[tr])
+            stats = SufficientStatistics.from_features(x[tr], y[tr], sample_weight=sw[tr])
             for i, nu in enumerate(strengths):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    fit = self._solve(stats, prior_at(nu, x[tr], y[tr]))
+                    fit = self._solve(stats, prior_at(nu, tr))
                 z = x[te] @ fit["coef_"].T + fit["intercept_"]
                 loss[i, te] = logsumexp(z, axis=1) - z[np.arange(len(te)), y[te]]
-        index, info = one_standard_error(loss)
+        index, info = one_standard_error(loss, sw)
         info["strength"] = np.array(strengths)
-        return prior_at(strengths[index], x, y), info
+        return prior_at(strengths[index], slice(None)), info
 
     # -- fitting ------------------------------------------------------------
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> GenerativeDirichletCalibrator:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> GenerativeDirichletCalibrator:
         """Fit from all the data in one pass over it.
 
         Parameters
@@ -281,7 +335,11 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             ``dask.array.Array`` is reduced block by block where it lives
             (one ``compute`` of a ``k x (k+1)`` result).
         y : array-like or dask array of shape (n_samples,)
-            Integer labels ``0 .. k-1``.
+            Class labels (see ``classes``); with dask arrays, the integer
+            column codes ``0 .. k-1``.
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights: a sample of weight ``w`` counts ``w`` times in
+            the class counts and log-feature sums (numpy input only).
 
         Returns
         -------
@@ -295,36 +353,48 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             The estimator's state is then left as it was.
         """
         self._check_params()
-        stats = self._statistics(scores, y)
-        prior, info = self._auto_prior(scores, y) if self._auto() else (None, None)
+        stats, classes = self._statistics(scores, y, sample_weight)
+        prior, info = (self._auto_prior(scores, y, sample_weight) if self._auto()
+                       else (None, None))
         params = self._solve(stats, prior)  # raises before any state is written
         params["cv_results_"] = info
-        self._set_state(stats, params)
+        self._store(stats, classes, params)
+        self._check_feature_names(scores, reset=True)
         return self
 
     def partial_fit(
-        self, scores: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None
+        self,
+        scores: ArrayLike,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
     ) -> GenerativeDirichletCalibrator:
         """Add a chunk of data to the statistics and refit from all chunks so far.
 
         Fitting chunk by chunk gives the same result as :meth:`fit` on all
         rows at once (the statistics add up), so data larger than memory can
         be streamed. The first call fixes the number of classes from the score
-        columns; :meth:`fit` starts over.
+        columns and their labels (``classes``, the estimator's ``classes``
+        parameter, or those read from the first chunk's labels: pass
+        ``classes`` on the first call when that chunk lacks a class and the
+        labels are not column codes); :meth:`fit` starts over.
 
         The chunk's statistics are kept even when the refit raises because a
         class has no finite MLE yet (e.g. fewer than two of its samples seen
         so far): the fitted parameters are then removed until a later chunk
-        makes every class estimable (or use ``prior``).
+        makes every class estimable (or use ``prior``). A chunk that fails
+        validation changes nothing.
 
         Parameters
         ----------
         scores : array-like or dask array of shape (n_chunk, n_classes)
         y : array-like or dask array of shape (n_chunk,)
         classes : array-like of shape (n_classes,), optional
-            Accepted for scikit-learn's ``partial_fit`` signature; the classes
-            are always the score columns ``0 .. n_classes - 1``, so if given it
-            must hold codes among those.
+            The label of each score column, in column order (scikit-learn's
+            ``partial_fit`` signature). On later calls it must equal
+            ``classes_``.
+        sample_weight : array-like of shape (n_chunk,), optional
+            Frequency weights of the chunk's samples.
 
         Returns
         -------
@@ -342,18 +412,17 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
                 f"in earlier partial_fit calls (X has {shape[1]} features, but "
                 f"{type(self).__name__} is expecting {self.n_features_in_} features as input)"
             )
-        chunk = self._statistics(scores, y)
-        if classes is not None:
-            codes = np.asarray(classes)
-            if not (
-                codes.ndim == 1
-                and np.issubdtype(codes.dtype, np.integer)
-                and np.isin(codes, np.arange(chunk.n_classes)).all()
-            ):
+        if first:
+            given = classes if classes is not None else self.classes
+        else:
+            self._check_feature_names(scores, reset=False)
+            if classes is not None and not np.array_equal(np.asarray(classes), self.classes_):
                 raise ValueError(
-                    f"classes must be score-column codes in 0..{chunk.n_classes - 1}; got "
-                    f"{codes.tolist()!r}"
+                    f"classes={np.asarray(classes).tolist()!r} differs from classes_ "
+                    f"{self.classes_.tolist()!r} fixed by the first partial_fit call"
                 )
+            given = self.classes_
+        chunk, cls = self._statistics(scores, y, sample_weight, classes=given)
         if not first and chunk.n_classes != self.n_features_in_:  # inputs without .shape
             raise ValueError(
                 f"scores has {chunk.n_classes} columns but {self.n_features_in_} classes were "
@@ -366,18 +435,23 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         try:
             params = self._solve(stats)
         except ValueError:
-            self._set_state(stats, {})
+            self._store(stats, cls, {})
             for name in _PARAM_ATTRS:
                 self.__dict__.pop(name, None)
             raise
-        self._set_state(stats, params)
+        finally:
+            if first:
+                self._check_feature_names(scores, reset=True)
+        self._store(stats, cls, params)
         return self
 
-    def _set_state(self, stats: SufficientStatistics, params: dict[str, Any]) -> None:
+    def _store(
+        self, stats: SufficientStatistics, classes: NDArray[Any], params: dict[str, Any]
+    ) -> None:
         self.class_count_ = stats.counts
         self.feature_sum_ = stats.sums
         self.n_features_in_ = stats.n_classes
-        self.classes_ = np.arange(stats.n_classes)
+        self.classes_ = classes
         for name, value in params.items():
             setattr(self, name, value)
 

@@ -19,6 +19,12 @@ name                 estimator
                      towards temperature scaling)
 ``matrix``           ``MatrixScaler()`` (full W and b on logits, penalised
                      towards temperature scaling)
+``sigmoid``          ``SigmoidCalibrator``: one-vs-rest Platt scaling
+                     (scikit-learn's ``sigmoid``)
+``isotonic``         ``IsotonicCalibrator``: one-vs-rest isotonic regression
+                     (scikit-learn's ``isotonic``)
+``beta``             ``BetaCalibrator``: one-vs-rest beta calibration
+``binning``          ``BinningCalibrator``: one-vs-rest histogram binning
 ==================== ====================================================
 
 The first entry, ``dirichlet``, is the recommended default (of
@@ -35,9 +41,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sklearn.base import BaseEstimator, ClassifierMixin
-
 from bayescal._validation import EPS, check_option
+from bayescal.calibrators._base import CalibratorMixin
 
 __all__ = ["METHODS", "MethodSpec", "ProbsToLogits", "make_calibrator", "method_name"]
 
@@ -109,10 +114,17 @@ METHODS: MappingProxyType = MappingProxyType(
                   "Bayesian Dirichlet calibration (generative form, PyMC)", bayesian=True),
             _spec("temperature", _CAL, "TemperatureScaler", "temperature scaling (one parameter)"),
             _spec("vector", _CAL, "VectorScaler",
-                  "vector scaling (diagonal W and b), penalised towards temperature scaling"),
+                  "vector scaling (diagonal W and b), penalised towards temperature scaling",
+                  reg="structured"),
             _spec("matrix", _CAL, "MatrixScaler",
                   "matrix scaling (full W and b on logits), penalised towards temperature "
-                  "scaling"),
+                  "scaling", reg="structured"),
+            _spec("sigmoid", _CAL, "SigmoidCalibrator",
+                  "one-vs-rest Platt scaling (scikit-learn's sigmoid method)"),
+            _spec("isotonic", _CAL, "IsotonicCalibrator",
+                  "one-vs-rest isotonic regression (scikit-learn's isotonic method)"),
+            _spec("beta", _CAL, "BetaCalibrator", "one-vs-rest beta calibration"),
+            _spec("binning", _CAL, "BinningCalibrator", "one-vs-rest histogram binning"),
         )
     }
 )
@@ -135,7 +147,8 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
     method : str
         One of :data:`METHODS` (``"dirichlet"``, ``"dirichlet-odir"``, ``"dirichlet-l2"``,
         ``"generative"``, ``"bayes"``, ``"bayes-generative"``,
-        ``"temperature"``, ``"vector"``, ``"matrix"``).
+        ``"temperature"``, ``"vector"``, ``"matrix"``, ``"sigmoid"``,
+        ``"isotonic"``, ``"beta"``, ``"binning"``).
     input : {"probs", "logits"}, default="probs"
         What the scores given to ``fit`` / ``predict_proba`` hold.
     **params
@@ -188,7 +201,7 @@ def make_calibrator(method: str, *, input: str = "probs", **params: Any) -> Any:
     return ProbsToLogits(cls(**kwargs), eps=eps)
 
 
-class ProbsToLogits(ClassifierMixin, BaseEstimator):
+class ProbsToLogits(CalibratorMixin):
     r"""Feed probabilities to a calibrator that takes logits only.
 
     Uses the log-probability features as logits,
@@ -201,7 +214,8 @@ class ProbsToLogits(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     estimator : estimator
-        Unfitted calibrator taking logits.
+        Unfitted calibrator taking logits (its ``classes`` parameter, if any,
+        names the columns).
     eps : float, default=EPS
         Probability floor before the logarithm.
 
@@ -212,7 +226,7 @@ class ProbsToLogits(ClassifierMixin, BaseEstimator):
     coef_, intercept_ : ndarray
         ``W``, ``b`` of the fitted map on ``ln q`` (copied from ``estimator_``).
     classes_, n_features_in_
-        As for every calibrator.
+        As for every calibrator (``classes_`` is the inner calibrator's).
     """
 
     input = "probs"
@@ -225,21 +239,26 @@ class ProbsToLogits(ClassifierMixin, BaseEstimator):
         from bayescal._validation import check_eps, check_scores
         from bayescal.maps import log_features
 
-        n = None if reset else getattr(self, "n_features_in_", None)
+        n = None if reset else self._check_n_columns(scores)
         q = check_scores(scores, kind="probs", n_classes=n)
+        if not reset:
+            self._check_feature_names(scores, reset=False)
         return log_features(q, kind="probs", eps=check_eps(self.eps))
 
-    def fit(self, scores: Any, y: Any) -> ProbsToLogits:
-        """Fit the inner calibrator on ``z = max(ln q, ln eps)``."""
+    def fit(self, scores: Any, y: Any, sample_weight: Any = None) -> ProbsToLogits:
+        """Fit the inner calibrator on ``z = max(ln q, ln eps)`` (weights passed on)."""
         from sklearn.base import clone
 
         z = self._z(scores, reset=True)
-        self.estimator_ = clone(self.estimator).fit(z, y)
+        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+        inner = clone(self.estimator).fit(z, y, **weights)
+        self.estimator_ = inner
         self.n_features_in_ = z.shape[1]
-        self.classes_ = self.estimator_.classes_
+        self.classes_ = inner.classes_
+        self._check_feature_names(scores, reset=True)
         for name in ("coef_", "intercept_"):
-            if hasattr(self.estimator_, name):
-                setattr(self, name, getattr(self.estimator_, name))
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
         return self
 
     def predict_proba(self, scores: Any) -> Any:
@@ -248,11 +267,6 @@ class ProbsToLogits(ClassifierMixin, BaseEstimator):
 
         check_is_fitted(self, "estimator_")
         return self.estimator_.predict_proba(self._z(scores))
-
-    def predict(self, scores: Any) -> Any:
-        """Most probable calibrated class."""
-        proba = self.predict_proba(scores)
-        return self.classes_[proba.argmax(axis=1)]
 
     def to_canonical(self) -> tuple[Any, Any]:
         """Canonical ``(A, c)`` of the fitted map, which acts on ``ln q``."""

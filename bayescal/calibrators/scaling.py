@@ -28,7 +28,6 @@ from numpy.typing import ArrayLike
 
 from bayescal._validation import (
     EPS,
-    check_labels,
     check_nonnegative_float,
     check_option,
     check_positive_int,
@@ -104,6 +103,9 @@ class TemperatureScaler(_LogitScaler):
         the loss is convex, so a bound is returned exactly when the unbounded
         optimum lies beyond it (e.g. ``T -> 0`` on separable logits, or
         ``T -> inf`` on logits unrelated to the labels).
+    classes : array-like of shape (n_classes,), default=None
+        The label of each logit column, in column order; ``None`` reads them
+        from ``y`` (see :class:`~bayescal.DirichletCalibrator`).
 
     Attributes
     ----------
@@ -112,7 +114,7 @@ class TemperatureScaler(_LogitScaler):
     n_iter_ : int
         Newton iterations performed.
     classes_ : ndarray of shape (n_classes,)
-        ``0 .. k-1`` (label ``j`` is logit column ``j``).
+        The label of each logit column.
     fitted_ : bool
         Whether :meth:`fit` has been called.
     coef_ : ndarray of shape (n_classes, n_classes)
@@ -152,13 +154,21 @@ class TemperatureScaler(_LogitScaler):
     _feature_space = "log"
 
     def __init__(
-        self, max_iter: int = 200, tol: float = 1e-06, log_t_bounds: tuple = (-4.0, 4.0)
+        self,
+        max_iter: int = 200,
+        tol: float = 1e-06,
+        log_t_bounds: tuple = (-4.0, 4.0),
+        *,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.max_iter = max_iter
         self.tol = tol
         self.log_t_bounds = log_t_bounds
+        self.classes = classes
 
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> TemperatureScaler:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> TemperatureScaler:
         """Fit the temperature on held-out logits.
 
         Parameters
@@ -166,7 +176,9 @@ class TemperatureScaler(_LogitScaler):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated logits (for probabilities pass their log).
         y : array-like of shape (n_samples,)
-            True labels, integer codes ``0 .. n_classes - 1``.
+            True labels (see ``classes``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the log-loss terms.
 
         Returns
         -------
@@ -176,18 +188,16 @@ class TemperatureScaler(_LogitScaler):
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_nonnegative_float(self.tol, "tol", strict=True)
         lo, hi = _check_log_t_bounds(self.log_t_bounds)
-        x = self._features(scores, reset=True)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
+        data = self._fit_data(scores, y, sample_weight)
         res = fit_multinomial(
-            x, y, structure="scalar", max_iter=max_iter, tol=tol,
-            bounds=(np.exp(-hi), np.exp(-lo)), warn=False,
+            data.x, data.y, structure="scalar", max_iter=max_iter, tol=tol,
+            bounds=(np.exp(-hi), np.exp(-lo)), sample_weight=data.sample_weight, warn=False,
         )
         self._warn_unconverged(res)
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.temperature_ = float(1.0 / res.theta[0])
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
+        self._set_state(data, {
+            "coef_": res.W, "intercept_": res.b, "temperature_": float(1.0 / res.theta[0]),
+            "n_iter_": res.n_iter, "converged_": bool(res.converged),
+        })
         return self
 
     def transform(self, scores: ArrayLike) -> np.ndarray:
@@ -218,6 +228,8 @@ class TemperatureScaler(_LogitScaler):
                 "log_t_bounds": {"type": "array", "default": [-4.0, 4.0],
                                  "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
                                  "description": "Bounds (lo, hi) on log T, lo < hi."},
+                "classes": {"type": ["array", "null"], "default": None,
+                            "description": "Label of each logit column, in column order."},
             },
             "additionalProperties": False,
         }
@@ -268,6 +280,8 @@ class VectorScaler(_LogitScaler):
     cv : int, cross-validation splitter or None, default=5
         Folds of the check against temperature scaling (run when both
         strengths are "auto"); ``None`` keeps the evidence's choice unchecked.
+    classes : array-like of shape (n_classes,), default=None
+        As in :class:`TemperatureScaler`.
 
     Attributes
     ----------
@@ -317,9 +331,16 @@ class VectorScaler(_LogitScaler):
     _feature_space = "raw"
 
     def __init__(
-        self, max_iter: int = 500, learning_rate: float = 0.05, tol: float = 1e-07, *,
-        reg: str = "structured", reg_diag: float | str | None = "auto",
-        reg_mu: float | str | None = "auto", cv: Any = 5,
+        self,
+        max_iter: int = 500,
+        learning_rate: float = 0.05,
+        tol: float = 1e-07,
+        *,
+        reg: str = "structured",
+        reg_diag: float | str | None = "auto",
+        reg_mu: float | str | None = "auto",
+        cv: Any = 5,
+        classes: ArrayLike | None = None,
     ) -> None:
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -328,8 +349,11 @@ class VectorScaler(_LogitScaler):
         self.reg_diag = reg_diag
         self.reg_mu = reg_mu
         self.cv = cv
+        self.classes = classes
 
-    def fit(self, scores: ArrayLike, y: ArrayLike) -> VectorScaler:
+    def fit(
+        self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> VectorScaler:
         """Fit the per-class scale and bias on held-out logits.
 
         Parameters
@@ -337,7 +361,9 @@ class VectorScaler(_LogitScaler):
         scores : array-like of shape (n_samples, n_classes)
             Uncalibrated logits (for probabilities pass their log).
         y : array-like of shape (n_samples,)
-            True labels, integer codes ``0 .. n_classes - 1``.
+            True labels (see ``classes``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the log-loss terms.
 
         Returns
         -------
@@ -354,26 +380,23 @@ class VectorScaler(_LogitScaler):
             raise ValueError(f"reg_diag and reg_mu are not used by reg='none'; got "
                              f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
         check_cv_param(self.cv, allow_none=True)
-        x = self._features(scores, reset=True)
-        y = check_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])
-        self.reg_diag_ = self.reg_mu_ = self.temperature_ = None
+        data = self._fit_data(scores, y, sample_weight)
+        state: dict[str, Any] = {"reg_diag_": None, "reg_mu_": None, "temperature_": None}
         if reg == "none":
-            res = fit_multinomial(x, y, structure="diagonal", max_iter=max_iter, tol=tol,
-                                  warn=False)
+            res = fit_multinomial(data.x, data.y, structure="diagonal", max_iter=max_iter,
+                                  tol=tol, sample_weight=data.sample_weight, warn=False)
         else:
-            sf = fit_structured(x, y, structure="diagonal", reg_diag=diag, reg_mu=mu,
-                                cv=self.cv, max_iter=max_iter, tol=tol)
+            sf = fit_structured(data.x, data.y, structure="diagonal", reg_diag=diag, reg_mu=mu,
+                                sample_weight=data.sample_weight, cv=self.cv,
+                                max_iter=max_iter, tol=tol)
             res = sf.fit
-            self.reg_diag_ = float(sf.strengths["reg_diag"])
-            self.reg_mu_ = float(sf.strengths["reg_mu"])
-            self.temperature_ = 1.0 / sf.scale
+            state.update(reg_diag_=float(sf.strengths["reg_diag"]),
+                         reg_mu_=float(sf.strengths["reg_mu"]), temperature_=1.0 / sf.scale)
         self._warn_unconverged(res)
-        self.coef_ = res.W
-        self.intercept_ = res.b
-        self.weights_ = np.diag(res.W).copy()
-        self.bias_ = res.b.copy()
-        self.n_iter_ = res.n_iter
-        self.converged_ = bool(res.converged)
+        self._set_state(data, {
+            **state, "coef_": res.W, "intercept_": res.b, "weights_": np.diag(res.W).copy(),
+            "bias_": res.b.copy(), "n_iter_": res.n_iter, "converged_": bool(res.converged),
+        })
         return self
 
     def transform(self, scores: ArrayLike) -> np.ndarray:
@@ -414,6 +437,8 @@ class VectorScaler(_LogitScaler):
                 "cv": {"anyOf": [{"type": "integer", "minimum": 2}, {"enum": [None]}],
                        "default": 5, "description": "Folds of the check against "
                        "temperature scaling."},
+                "classes": {"type": ["array", "null"], "default": None,
+                            "description": "Label of each logit column, in column order."},
             },
             "additionalProperties": False,
         }

@@ -26,22 +26,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from bayescal._validation import check_option, check_positive_int
 from bayescal.experiments.command import add_reproduce_parser
-from bayescal.experiments.runner import (
-    QUICK_CLASSIFIERS,
-    QUICK_DATASETS,
-    QUICK_DNN,
-    DNNConfig,
-    UCIConfig,
-    run_dnn,
-    run_uci,
-)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bayescal.experiments.runner import DNNConfig, UCIConfig
 
 __all__ = ["DNNConfig", "UCIConfig", "add_reproduce_parser", "reproduce"]
+
+
+def __getattr__(name: str) -> Any:
+    # the runner imports pandas and joblib: only on first use
+    if name in ("DNNConfig", "UCIConfig"):
+        from bayescal.experiments import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'bayescal.experiments' has no attribute {name!r}")
+
+
+def _check_count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
 
 
 def reproduce(
@@ -90,7 +99,8 @@ def reproduce(
         Subsets (``datasets`` names UCI datasets or DNN file stems).
     n_repeats, n_folds : int, optional
         Outer cross-validation of the ``uci`` suite (``n_folds`` is the
-        calibration CV of the ``dnn`` suite, default 5).
+        calibration CV of the ``dnn`` suite, default 5): ``n_repeats >= 1``,
+        ``n_folds >= 2``; None means the default (5 and 5; ``quick``: 1 and 3).
     scheduler : str, optional
         Address of a Dask scheduler to run on (needs ``dask.distributed``).
     odir_grid, l2_grid : sequence of float, optional
@@ -111,16 +121,30 @@ def reproduce(
     DataFrame
         One row per (dataset, classifier, repeat, fold, method).
     """
+    from bayescal._validation import check_option
+    from bayescal.experiments.runner import (
+        QUICK_CLASSIFIERS,
+        QUICK_DATASETS,
+        QUICK_DNN,
+        DNNConfig,
+        UCIConfig,
+        run_dnn,
+        run_uci,
+    )
+
     check_option(suite, "suite", ("uci", "dnn"))
-    check_positive_int(jobs if jobs != -1 else 1, "jobs")
+    if jobs != -1:
+        _check_count(jobs, "jobs (-1: all cores)", 1)
     if suite == "uci":
         cfg = UCIConfig(
             datasets=tuple(datasets or (QUICK_DATASETS if quick else UCIConfig.datasets)),
             classifiers=tuple(classifiers or (QUICK_CLASSIFIERS if quick else
                                               UCIConfig.classifiers)),
             methods=tuple(methods or UCIConfig.methods),
-            n_repeats=check_positive_int(n_repeats or (1 if quick else 5), "n_repeats"),
-            n_folds=check_positive_int(n_folds or (3 if quick else 5), "n_folds"),
+            n_repeats=_check_count((1 if quick else 5) if n_repeats is None else n_repeats,
+                                   "n_repeats", 1),
+            n_folds=_check_count((3 if quick else 5) if n_folds is None else n_folds,
+                                 "n_folds", 2),
             selection=check_option(selection, "selection", ("held_out", "train_rows")),
         )  # fmt: skip
         return run_uci(data_dir, out, cfg, jobs=jobs, progress=progress, scheduler=scheduler,
@@ -130,7 +154,7 @@ def reproduce(
     cfg_dnn = DNNConfig(
         models=tuple(datasets) if datasets else (QUICK_DNN if quick else None),
         methods=tuple(methods or DNNConfig.methods),
-        n_folds=check_positive_int(n_folds or 5, "n_folds"),
+        n_folds=_check_count(5 if n_folds is None else n_folds, "n_folds", 2),
         odir_grid=tuple(float(v) for v in odir_grid) if odir_grid else None,
         l2_grid=tuple(float(v) for v in l2_grid) if l2_grid else None,
     )

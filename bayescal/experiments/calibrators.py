@@ -288,13 +288,15 @@ def method_table(
                 "freq_bin", "Freq. bin", f"{_CAL}.ovr:BinningCalibrator",
                 {"strategy": "frequency"}, _grid(n_bins=BIN_GRID),
             ),
-            Method("vector", "Vector scaling", f"{_CAL}:VectorScaler", on_log_probs=True),
+            Method("vector", "Vector scaling", f"{_CAL}:VectorScaler", {"reg": "none"},
+                   on_log_probs=True),
             Method(
                 "ms_odir", "MS-ODIR", f"{_CAL}:MatrixScaler",
                 {"reg": "odir", "input": "probs"}, _grid(reg_lambda=odir_grid, reg_mu=odir_grid),
                 penalty_units=units, warm_start=True, compress=True,
             ),
-            Method("dir_gen", "Dir-Gen (ML)", f"{_CAL}:GenerativeDirichletCalibrator"),
+            Method("dir_gen", "Dir-Gen (ML)", f"{_CAL}:GenerativeDirichletCalibrator",
+                   {"prior": None}),
             Method(
                 "dir_gen_map", "Dir-Gen (prior 1)", f"{_CAL}:GenerativeDirichletCalibrator",
                 {"prior": 1.0},

@@ -9,7 +9,11 @@ rest through :class:`joblib.Parallel` and write, under ``out``:
 * ``<suite>_tables.md``: the tables in the paper's layout;
 * ``<suite>_manifest.json``: the configuration, which methods ran, which
   were unavailable and why, and the wall time;
-* ``cache/<suite>-<fingerprint>/``: the per-setting cache.
+* ``cache/<suite>-<fingerprint>/``: the per-setting cache (a damaged entry
+  is reported, set aside and recomputed: :mod:`bayescal.experiments.cache`);
+* ``reproduce.lock`` while a run is in progress: a second run on the same
+  ``out`` is refused while the first is alive (:class:`bayescal._files.DirectoryLock`;
+  the lock of a killed run is released by the operating system).
 
 Parallelism goes through joblib's active backend, so the same call fans out
 over a Dask cluster when run inside ``joblib.parallel_backend("dask")`` (with
@@ -24,7 +28,6 @@ import contextlib
 import json
 import os
 import platform
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -37,7 +40,8 @@ import numpy as np
 import pandas as pd
 import sklearn
 
-from bayescal.datasets import PAPER_UCI_DATASETS, load_uci
+from bayescal._files import DirectoryLock, atomic_write
+from bayescal.datasets import PAPER_UCI_DATASETS, load_network_outputs, load_uci
 from bayescal.experiments import paper
 from bayescal.experiments.cache import SettingCache, protocol_fingerprint
 from bayescal.experiments.calibrators import (
@@ -261,14 +265,19 @@ def _execute(
 
 
 def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"), overwrite=True)
+
+
+def _check_config(cfg: Any) -> None:
+    """Counts of the protocol: ``n_repeats >= 1``, ``n_folds >= 2``, ``n_inner >= 2``."""
+    for name, minimum in (("n_repeats", 1), ("n_folds", 2), ("n_inner", 2)):
+        value = getattr(cfg, name, minimum)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+
+
+def _lock(out: Path) -> DirectoryLock:
+    return DirectoryLock(out, name="reproduce.lock")
 
 
 def _collect(
@@ -342,8 +351,17 @@ def run_uci(
     unknown = [c for c in cfg.classifiers if c not in CLASSIFIERS]
     if unknown:
         raise ValueError(f"unknown classifiers {unknown}; choose from {sorted(CLASSIFIERS)}")
+    _check_config(cfg)
     plan = _plan(cfg.methods, method_table())
     out = Path(out)
+    with _lock(out):
+        return _run_uci(data_dir, out, cfg, plan, t0, jobs=jobs, progress=progress,
+                        scheduler=scheduler, compute=compute)
+
+
+def _run_uci(data_dir: str | os.PathLike[str] | None, out: Path, cfg: UCIConfig, plan: _Plan,
+             t0: float, *, jobs: int, progress: bool, scheduler: str | None,
+             compute: bool) -> pd.DataFrame:  # fmt: skip
     fp = protocol_fingerprint(cfg.protocol())
     cache = SettingCache(out / "cache" / f"uci-{fp}")
     fps = {n: m.fingerprint() for n, m in plan.methods.items()}
@@ -433,6 +451,9 @@ _DIRICHLET_VARIANTS = ("dir_l2", "dir_odir", "dir_bayes", "dir_gen_map", "dir_ge
 
 
 def _dnn_files(data_dir: Path, models: tuple[str, ...] | None) -> list[Path]:
+    if not data_dir.is_dir():
+        what = "is not a directory" if data_dir.exists() else "does not exist"
+        raise ValueError(f"data directory {data_dir} {what}")
     files = sorted(data_dir.glob("*.npz"))
     if models is not None:
         by_stem = {p.stem: p for p in files}
@@ -462,21 +483,28 @@ def run_dnn(
     t0 = time.perf_counter()
     grids = {k: v for k, v in (("odir_grid", cfg.odir_grid), ("l2_grid", cfg.l2_grid)) if v}
     table = method_table(**grids, penalty_units="bayescal")
+    _check_config(cfg)
     plan = _plan(cfg.methods, table)
     out = Path(out)
+    with _lock(out):
+        return _run_dnn(data_dir, out, cfg, plan, t0, jobs=jobs, progress=progress,
+                        scheduler=scheduler, compute=compute)
+
+
+def _run_dnn(data_dir: str | os.PathLike[str], out: Path, cfg: DNNConfig, plan: _Plan,
+             t0: float, *, jobs: int, progress: bool, scheduler: str | None,
+             compute: bool) -> pd.DataFrame:  # fmt: skip
     fp = protocol_fingerprint(cfg.protocol())
     cache = SettingCache(out / "cache" / f"dnn-{fp}")
     fps = {n: m.fingerprint() for n, m in plan.methods.items()}
     tasks, keys = [], set()
     for path in _dnn_files(Path(data_dir), cfg.models):
-        with np.load(path, allow_pickle=False) as f:
-            probs = np.asarray(f["probs"])
-            y = np.asarray(f["y"]).astype(np.intp)
-            idx_val, idx_test = np.asarray(f["idx_val"]), np.asarray(f["idx_test"])
+        d = load_network_outputs(path)
         key = (path.stem,)
         keys.add(key)
         for name in cache.missing(key, fps):
-            tasks.append((path.stem, probs, y, idx_val, idx_test, plan.methods[name], cfg))
+            tasks.append((path.stem, d.probs, d.y, d.idx_val, d.idx_test, plan.methods[name],
+                          cfg))
     tasks.sort(key=lambda t: (t[1].shape[1], len(t[5].candidates())))
     if not compute:
         tasks = []

@@ -1,0 +1,125 @@
+"""Every sampler back end on the installed stack: nutpie, NumPyro, ADVI; the progress bar.
+
+nutpie and NumPyro are the optional extra ``[fast]``: required under
+``make test`` (``BAYESCAL_REQUIRE_EXTRAS=1``), skipped with a reason elsewhere.
+Budget: small k = 3 posteriors, 2 chains x (300 tune + 500 draws).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from _extras import import_extra
+
+from bayescal import BayesianDirichletCalibrator, BayesianGenerativeCalibrator, make_dirgen
+from bayescal.bayes import SamplingWarning, _compat
+from bayescal.bayes._backend import import_pymc
+
+K = 3
+LAM, MU = 0.5, 0.2
+SHORT = {"draws": 500, "tune": 300, "chains": 2, "random_seed": 11, "progressbar": False}
+
+
+@pytest.fixture(scope="module")
+def data():
+    q, y, _, _ = make_dirgen(500, K, rng=21)
+    return q, y
+
+
+@pytest.fixture(scope="module")
+def laplace_fit(data):
+    q, y = data
+    return BayesianDirichletCalibrator(
+        reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=2000, chains=2, random_seed=3
+    ).fit(q, y)
+
+
+def _check_posterior(est, n_draws: int) -> None:
+    assert type(est.idata_) is type(_compat.from_dict({"posterior": {"x": np.zeros((1, 2))}}))
+    assert {"W", "b", "A", "c"} <= set(est.idata_.posterior.data_vars)
+    assert est.idata_.posterior["W"].dims == ("chain", "draw", "class_out", "class_in")
+    assert est.n_draws_ == n_draws
+
+
+@pytest.mark.parametrize(("sampler", "module"), [("nutpie", "nutpie"), ("numpyro", "numpyro")])
+def test_fast_mcmc_samplers_match_laplace(sampler, module, data, laplace_fit, tmp_path):
+    """nutpie / NumPyro converge and agree with the Laplace posterior (k = 3, n = 500)."""
+    import_extra(module, "fast")
+    q, y = data
+    est = BayesianDirichletCalibrator(reg_lambda=LAM, reg_mu=MU, sampler=sampler, **SHORT)
+    with warnings.catch_warnings():
+        # a short run, judged by the asserts below (R-hat < 1.05), not the 1.01 of production
+        warnings.simplefilter("ignore", SamplingWarning)
+        est.fit(q, y)
+    _check_posterior(est, 2 * 500)
+    assert "sample_stats" in _compat.group_names(est.idata_)
+    d = est.diagnostics_
+    assert d["r_hat_max"] < 1.05 and d["divergences"] == 0, d
+    np.testing.assert_allclose(est.predict_proba(q[:100]), laplace_fit.predict_proba(q[:100]),
+                               atol=2e-2)
+    loaded = BayesianDirichletCalibrator.load(est.save(tmp_path / f"{sampler}.nc"))
+    np.testing.assert_allclose(loaded.predict_proba(q[:50]), est.predict_proba(q[:50]),
+                               atol=1e-12)
+
+
+def test_nutpie_generative(data):
+    import_extra("nutpie", "fast")
+    q, y = data
+    est = BayesianGenerativeCalibrator(sampler="nutpie", **(SHORT | {"tune": 500})).fit(q, y)
+    assert {"alpha", "pi", "W", "b", "A", "c"} <= set(est.idata_.posterior.data_vars)
+    assert est.diagnostics_["r_hat_max"] < 1.05
+    lap = BayesianGenerativeCalibrator(sampler="laplace", draws=2000, random_seed=0).fit(q, y)
+    np.testing.assert_allclose(est.predict_proba(q[:100]), lap.predict_proba(q[:100]), atol=2e-2)
+
+
+def test_advi_gives_one_chain_of_draws(data, laplace_fit):
+    q, y = data
+    est = BayesianDirichletCalibrator(reg_lambda=LAM, reg_mu=MU, sampler="advi", **SHORT)
+    est.fit(q, y)
+    _check_posterior(est, 2 * 500)
+    assert est.idata_.posterior.sizes["chain"] == 1
+    assert est.diagnostics_ == {}
+    # mean-field ADVI: the map is close, not exact
+    np.testing.assert_allclose(est.predict_proba(q[:100]), laplace_fit.predict_proba(q[:100]),
+                               atol=5e-2)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("progressbar", [None, True, False], ids=["default", "on", "off"])
+@pytest.mark.parametrize(("sampler", "target"), [("pymc", "sample"), ("advi", "fit")])
+def test_progressbar_reaches_pymc(progressbar, sampler, target, data, monkeypatch):
+    """PyMC shows its progress bar by default; progressbar=False turns it off."""
+    pm = import_pymc()
+    seen = {}
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(pm, target, record)
+    kw = {} if progressbar is None else {"progressbar": progressbar}
+    est = BayesianDirichletCalibrator(sampler=sampler, draws=10, tune=10, chains=1, **kw)
+    with pytest.raises(_Stop):
+        est.fit(*data)
+    assert seen["progressbar"] is (True if progressbar is None else progressbar)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 1.5, -0.2, float("nan"), "0.9", True, None])
+@pytest.mark.parametrize("cls", [BayesianDirichletCalibrator, BayesianGenerativeCalibrator])
+def test_target_accept_must_be_in_open_unit_interval(cls, value, data):
+    q, y = data
+    with pytest.raises(ValueError, match=r"target_accept must be in \(0, 1\); got " +
+                       re.escape(repr(value))):
+        cls(target_accept=value, sampler="laplace").fit(q[:20], y[:20])
+
+
+def test_progressbar_must_be_a_bool(data):
+    q, y = data
+    with pytest.raises(ValueError, match="progressbar must be True or False; got 'yes'"):
+        BayesianDirichletCalibrator(progressbar="yes", sampler="laplace").fit(q[:20], y[:20])
