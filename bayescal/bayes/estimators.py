@@ -613,8 +613,10 @@ default="hierarchical"
     input : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
         Probability floor of the log features.
-    target_accept : float in (0, 1), default=0.8
-        NUTS target acceptance rate.
+    target_accept : float in (0, 1), default=0.95
+        NUTS target acceptance rate. Higher than PyMC's 0.8: the learned scales
+        make a mild funnel, and at 0.8 short default fits had divergences
+        (k = 3, n = 200: 1 per 1000 draws; none at 0.95).
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
@@ -686,7 +688,7 @@ default="hierarchical"
         random_seed: int | None = None,
         input: str = "probs",
         eps: float = EPS,
-        target_accept: float = 0.8,
+        target_accept: float = 0.95,
         classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
