@@ -311,7 +311,9 @@ def psislw(log_ratios: Any, reff: float = 1.0) -> tuple[Any, Any]:
     if arviz_major() >= 1:
         from arviz_stats.base import array_stats
 
-        lw, k = array_stats.psislw(np.asarray(log_ratios, dtype=np.float64), reff)
+        # arviz-stats' array-level psislw takes the log-likelihood and negates it
+        # itself (ArviZ 0.x's took the log ratios): pass -log_ratios
+        lw, k = array_stats.psislw(-np.asarray(log_ratios, dtype=np.float64), reff)
     else:
         lw, k = import_arviz().psislw(np.asarray(log_ratios, dtype=np.float64), reff)
     return np.asarray(lw, dtype=np.float64), np.asarray(k, dtype=np.float64)
