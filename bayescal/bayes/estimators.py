@@ -1,17 +1,19 @@
 r"""Bayesian Dirichlet calibrators (scikit-learn style estimators).
 
 * :class:`BayesianDirichletCalibrator`: posterior over DirLin maps
-  ``softmax(W x + b)`` with Gaussian priors equal to the ODIR / L2 penalties
-  of :class:`bayescal.DirichletCalibrator`, sampled in identified coordinates
-  (:mod:`bayescal.bayes.gauge`) whitened by the exact Hessian at the mode.
+  ``softmax(W x + b)``; by default a hierarchical prior centred on
+  temperature scaling with learned scales (:mod:`bayescal.bayes.hierarchical`),
+  or, by parameter, Gaussian readings of the structured / ODIR / L2 penalties
+  of :class:`bayescal.DirichletCalibrator` (posterior mode = MAP fit), sampled
+  in identified coordinates whitened at the mode.
 * :class:`BayesianGenerativeCalibrator`: posterior of the DirGen model
   (LogNormal concentrations, Dirichlet class priors) through the per-class
   sufficient statistics.
 
 Both predict, by default, with the posterior-averaged map
-:math:`\mathbb E_{\text{post}}[\mathrm{softmax}(W x + b)]` (never worse than
-the plug-in map in our measurements, much better on small calibration sets),
-and keep every draw in ``idata_`` with ``W``, ``b`` and the canonical ``A``,
+:math:`\mathbb E_{\text{post}}[\mathrm{softmax}(W x + b)]` (better than the
+plug-in map on small synthetic calibration sets; on real outputs it is not
+always better), and keep every draw in ``idata_`` with ``W``, ``b`` and the canonical ``A``,
 ``c`` per draw. ``idata_`` is the installed ArviZ's own container:
 ``arviz.InferenceData`` on ArviZ 0.2x, ``xarray.DataTree`` on ArviZ 1.x (read
 both as ``idata_.posterior["W"]``; :mod:`bayescal.bayes._compat`).
