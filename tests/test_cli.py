@@ -367,14 +367,16 @@ def test_cli_refuses_to_save_a_non_converged_posterior(files: Path, capsys) -> N
             "-o", str(files / "bad.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("bayescal: error:") and err.count("\n") == 1, err
-    assert "failed its convergence checks" in err and "ESS" in err, err
+    # (PyMC's chain processes may add a "bayescal: warning:" line about os.fork)
+    errors = [line for line in err.splitlines() if line.startswith("bayescal: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "failed its convergence checks" in errors[0] and "ESS" in errors[0], err
     assert outputs(files) == before  # neither bad.json nor bad.nc
 
 
 def test_cli_evaluate_reports_posterior_diagnostics(files: Path, capsys) -> None:
     assert main(["fit", str(files / "train.npz"), "--method", "bayes-generative",
-                 "--param", "draws=500", "--param", "tune=500", "--param", "chains=2",
+                 "--param", "draws=500", "--param", "tune=500", "--param", "chains=4",
                  "--param", "progressbar=false", "--param", "random_seed=0",
                  "-o", str(files / "g.json")]) == 0
     capsys.readouterr()
