@@ -204,6 +204,23 @@ def _apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _posterior_diagnostics(model: Any) -> str:
+    """One line on a Bayesian model's posterior checks ("" for a point estimate)."""
+    d = getattr(model, "diagnostics_", None)
+    if d is None:
+        return ""
+    sampler = getattr(model, "sampler_", "?")
+    if d.get("approximate"):
+        return (f"Posterior: sampler {sampler}, an approximation with no convergence check "
+                "(its measured coverage is in the user guide).")
+    verdict = "passed" if d["passed"] else "FAILED: " + "; ".join(d["problems"])
+    return (f"Posterior: sampler {sampler}, {d['n_chains']} chains x {d['n_draws']} draws; "
+            f"max R-hat {d['r_hat_max']:.4f} (<= {d['rhat_threshold']:g}), min bulk / tail "
+            f"ESS {d['ess_bulk_min']:.0f} / {d['ess_tail_min']:.0f} (>= "
+            f"{d['ess_threshold']:g}), {d['divergences']} divergences (<= "
+            f"{d['divergence_threshold']}): {verdict}.")
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from bayescal.maps import softmax
     from bayescal.report import Report
@@ -232,6 +249,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
         report.add(data.y, proba, image="reliability_calibrated.png",
                    scores=f"calibrated ({name})")
+        diagnostics = _posterior_diagnostics(model)
+        if diagnostics:
+            report.notes.append(diagnostics)
+            print(diagnostics)
     path = report.write(args.report, overwrite=args.force)
     print(_describe_read(args.scores, data))
     print(report.table())

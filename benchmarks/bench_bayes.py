@@ -1,4 +1,4 @@
-"""Benchmark of bayescal's Bayesian calibrators (issue 5).
+"""Benchmark of bayescal's Bayesian calibrators.
 
 Every ratio is measured in the same run, on the same data, on this machine:
 
@@ -266,6 +266,299 @@ def bench_pytensor():
     return rows
 
 
+# ---------------------------------------------------------------------------
+# Checks of the default prior: SBC, coverage, real outputs, default timing
+# ---------------------------------------------------------------------------
+def _done(path: Path) -> set[str]:
+    """Keys of the rows already in a JSON-lines file (the runs resume)."""
+    if not path.exists():
+        return set()
+    return {json.loads(line)["key"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def _append(path: Path, row: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+#: Posterior draws kept for the SBC ranks (thinned evenly from all draws).
+SBC_RANK_DRAWS = 199
+#: Fixed score vectors at which SBC monitors calibrated probabilities.
+SBC_TEST_POINTS = np.array([[0.8, 0.15, 0.05], [0.2, 0.5, 0.3], [0.34, 0.33, 0.33]])
+
+
+def sbc_quantities(s, tau, W, b, x, y, xt):
+    """SBC quantities of one map (or of draws: leading axes): a dict of arrays."""
+    from scipy.special import log_softmax
+
+    z = np.einsum("ni,...ji->...nj", x, W) + b[..., None, :]
+    ll = log_softmax(z, axis=-1)[..., np.arange(len(y)), y].sum(axis=-1)
+    zt = np.einsum("ni,...ji->...nj", xt, W) + b[..., None, :]
+    pt = np.exp(log_softmax(zt, axis=-1))
+    out = {"log_s": np.log(s), "log_tau_off": np.log(tau[..., 0]),
+           "log_tau_diag": np.log(tau[..., 1]), "log_tau_b": np.log(tau[..., 2]),
+           "loglik": ll}
+    for t in range(xt.shape[0]):
+        out[f"p0_at_{t}"] = pt[..., t, 0]
+    return out
+
+
+def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0):
+    """Simulation-based calibration of the default prior (Talts et al. 2018).
+
+    For each replication: draw the parameters from the prior, labels from
+    the map at fixed scores (``make_dirgen(n, k, rng=12345)``), fit the
+    default estimator, and record the rank of every true quantity among
+    :data:`SBC_RANK_DRAWS` evenly thinned posterior draws, whether it lies in
+    the central 90 % interval of all draws, and the sampler's diagnostics.
+    """
+    from bayescal.bayes import BayesianDirichletCalibrator
+    from bayescal.bayes.hierarchical import draw_prior, maps_of
+
+    done = _done(out)
+    est0 = BayesianDirichletCalibrator()
+    prior = est0._structured_prior()
+    xt = log_features(SBC_TEST_POINTS[:, :k] / SBC_TEST_POINTS[:, :k].sum(1, keepdims=True))
+    for n in sizes:
+        q, _, _, _ = make_dirgen(n, k, rng=12345)
+        x = log_features(q)
+        for r in range(reps):
+            key = f"{sampler}/n{n}/r{r}"
+            if key in done:
+                continue
+            rng = np.random.default_rng([seed0, n, r])
+            theta = draw_prior(prior, k, 1, rng)[0]
+            s, W, b = maps_of(theta[None], prior, k)
+            tau = np.exp(theta[1:4])[None] if prior.kind == "hierarchical" else None
+            z = x @ W[0].T + b[0]
+            p = np.exp(z - z.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, k - 1)
+            t0 = time.perf_counter()
+            est = BayesianDirichletCalibrator(sampler=sampler, random_seed=r, progressbar=False,
+                                              on_failure="warn")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est.fit(q, y)
+            dt = time.perf_counter() - t0
+            post = est.idata_.posterior
+            truth = sbc_quantities(s[0], tau[0], W[0], b[0], x, y, xt)
+            draws = sbc_quantities(post["s"].values.ravel(), post["tau"].values.reshape(-1, 3),
+                                   post["W"].values.reshape(-1, k, k),
+                                   post["b"].values.reshape(-1, k), x, y, xt)
+            S = next(iter(draws.values())).shape[0]
+            keep = np.linspace(0, S - 1, SBC_RANK_DRAWS).round().astype(int)
+            row = {"key": key, "n": n, "rep": r, "seconds": round(dt, 2),
+                   "sampler": est.sampler_, "ranks": {}, "in90": {}}
+            for name, v in truth.items():
+                d = draws[name]
+                row["ranks"][name] = int(np.sum(d[keep] < v))
+                lo, hi = np.quantile(d, [0.05, 0.95])
+                row["in90"][name] = bool(lo <= v <= hi)
+            diag = est.diagnostics_
+            row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "ess_tail_min",
+                                                 "divergences", "passed")})
+            _append(out, row)
+            print(key, f"{dt:.0f}s", diag.get("divergences"), diag.get("r_hat_max"), flush=True)
+
+
+def summarise_sbc(path: Path, bins: int = 10) -> list[dict]:
+    """Per (sampler, n, quantity): chi-square p of rank uniformity and 90 % coverage."""
+    from scipy.stats import chisquare
+
+    rows = _rows(path)
+    out = []
+    for key in sorted({(r["sampler"], r["n"]) for r in rows}):
+        sub = [r for r in rows if (r["sampler"], r["n"]) == key]
+        names = list(sub[0]["ranks"])
+        cov_all = []
+        for name in names:
+            ranks = np.array([r["ranks"][name] for r in sub])
+            counts = np.bincount(ranks * bins // (SBC_RANK_DRAWS + 1), minlength=bins)
+            cov = np.mean([r["in90"][name] for r in sub])
+            cov_all.append(cov)
+            out.append({"sampler": key[0], "n": key[1], "quantity": name, "reps": len(sub),
+                        "rank_p": float(chisquare(counts).pvalue), "coverage90": float(cov)})
+        div = np.array([r["divergences"] or 0 for r in sub])
+        rh = np.array([r["r_hat_max"] if r["r_hat_max"] is not None else np.nan for r in sub])
+        out.append({"sampler": key[0], "n": key[1], "quantity": "(all)", "reps": len(sub),
+                    "coverage90": float(np.mean(cov_all)),
+                    "fits_with_divergences": int((div > 0).sum()),
+                    "fits_rhat_gt_1.01": int((rh > 1.01).sum()),
+                    "median_seconds": float(np.median([r["seconds"] for r in sub]))})
+    return out
+
+
+def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="auto"):
+    """Coverage of ``credible_interval(hdi_prob)`` on the true calibrated probability.
+
+    Each replication draws a new DirGen model and data (``make_dirgen``),
+    fits the default estimator and checks, on ``n_test`` fresh scores, how
+    often the interval of each class's calibrated probability holds the
+    true one (:func:`bayescal.maps.dirgen_map`).
+    """
+    from bayescal.bayes import BayesianDirichletCalibrator
+    from bayescal.maps import dirgen_map
+
+    done = _done(out)
+    for n in sizes:
+        for r in range(reps):
+            key = f"{sampler}/n{n}/r{r}"
+            if key in done:
+                continue
+            q, y, alpha, pi = make_dirgen(n, k, rng=[7, n, r])
+            qt, _, _, _ = make_dirgen(n_test, k, rng=[8, n, r], alpha=alpha, pi=pi)
+            truth = dirgen_map(qt, alpha, pi)
+            t0 = time.perf_counter()
+            est = BayesianDirichletCalibrator(sampler=sampler, random_seed=r, progressbar=False,
+                                              on_failure="warn")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est.fit(q, y)
+            lo, hi = est.credible_interval(qt, hdi_prob=hdi)
+            inside = (lo <= truth) & (truth <= hi)
+            diag = est.diagnostics_
+            _append(out, {"key": key, "n": n, "rep": r, "sampler": est.sampler_,
+                          "coverage": float(inside.mean()),
+                          "width": float(np.mean(hi - lo)),
+                          "seconds": round(time.perf_counter() - t0, 2),
+                          **{m: diag.get(m) for m in ("r_hat_max", "divergences", "passed")}})
+            print(key, float(inside.mean()), flush=True)
+
+
+def summarise_coverage(path: Path) -> list[dict]:
+    rows = _rows(path)
+    out = []
+    for key in sorted({(r["sampler"], r["n"]) for r in rows}):
+        sub = [r for r in rows if (r["sampler"], r["n"]) == key]
+        c = np.array([r["coverage"] for r in sub])
+        out.append({"sampler": key[0], "n": key[1], "reps": len(sub),
+                    "coverage": float(c.mean()),
+                    "se": float(c.std(ddof=1) / np.sqrt(len(c))) if len(c) > 1 else None,
+                    "mean_width": float(np.mean([r["width"] for r in sub])),
+                    "fits_with_divergences": int(sum((r["divergences"] or 0) > 0 for r in sub))})
+    return out
+
+
+#: Real-data grid: the tabular cases of ``bench_quality.py`` (seed 0) on these
+#: datasets (every classifier), and its CIFAR-10 cases.
+REAL_DATASETS = ("abalone", "car", "landsat-satellite", "mfeat-karhunen", "optdigits",
+                 "page-blocks", "segment", "waveform-5000", "yeast")
+REAL_DNN = ("netcal_cifar10_lenet5__n5000", "netcal_cifar10_wideresnet16-4__n5000")
+
+
+def real_cases(scores_dir: Path) -> list[str]:
+    names = [f"{d}__{c}__0" for d in REAL_DATASETS
+             for c in ("nbayes", "forest", "logistic", "mlp")] + list(REAL_DNN)
+    missing = [c for c in names if not (scores_dir / f"{c}.npz").exists()]
+    if missing:
+        raise SystemExit(f"missing cached scores {missing[:3]}... in {scores_dir}: run "
+                         "benchmarks/bench_quality.py first")
+    return names
+
+
+def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto"):
+    """Test log-loss of the default Bayesian fit against temperature scaling and the MAP default.
+
+    Every case's calibration scores are subsampled (without replacement,
+    seed 0, stratification not forced) to each ``n``; every method is scored
+    on the case's full test split.
+    """
+    from bayescal import DirichletCalibrator, TemperatureScaler
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_quality import score
+
+    done = _done(out)
+    for case in real_cases(scores_dir):
+        with np.load(scores_dir / f"{case}.npz") as f:
+            d = {key: f[key] for key in f.files}
+        for n in sizes:
+            key = f"{sampler}/{case}/n{n}"
+            if key in done or len(d["y_cal"]) < n:
+                continue
+            idx = np.random.default_rng(0).choice(len(d["y_cal"]), size=n, replace=False)
+            p, y = d["p_cal"][idx], d["y_cal"][idx]
+            row = {"key": key, "case": case, "n": n, "k": p.shape[1]}
+            row["uncalibrated"] = score(d["y_test"], d["p_test"])["log_loss"]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ts = TemperatureScaler(input="probs").fit(p, y)
+                row["temperature"] = score(d["y_test"], ts.predict_proba(d["p_test"]))["log_loss"]
+                mp = DirichletCalibrator().fit(p, y)
+                row["map_default"] = score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"]
+                t0 = time.perf_counter()
+                est = BayesianDirichletCalibrator(sampler=sampler, random_seed=0,
+                                                  progressbar=False, on_failure="warn").fit(p, y)
+                row["bayes_seconds"] = round(time.perf_counter() - t0, 2)
+            row["bayes_mean"] = score(d["y_test"], est.predict_proba(d["p_test"]))["log_loss"]
+            row["bayes_mode"] = score(d["y_test"],
+                                      est.predict_proba(d["p_test"], kind="map"))["log_loss"]
+            diag = est.diagnostics_
+            row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
+                                                 "passed")})
+            _append(out, row)
+            print(key, {m: round(row[m], 4) for m in ("temperature", "map_default",
+                                                      "bayes_mean")}, diag.get("divergences"),
+                  flush=True)
+
+
+def summarise_realdata(path: Path) -> list[dict]:
+    rows = _rows(path)
+    out = []
+    methods = ("uncalibrated", "temperature", "map_default", "bayes_mode", "bayes_mean")
+    for n in sorted({r["n"] for r in rows}):
+        sub = [r for r in rows if r["n"] == n]
+        ok = [r for r in sub if (r["divergences"] or 0) == 0 and (r["r_hat_max"] or 9) <= 1.01]
+        row = {"n": n, "cases": len(sub)}
+        row |= {f"mean_{m}": float(np.mean([r[m] for r in sub])) for m in methods}
+        row["bayes_beats_ts"] = int(sum(r["bayes_mean"] <= r["temperature"] for r in sub))
+        row["bayes_beats_map"] = int(sum(r["bayes_mean"] <= r["map_default"] for r in sub))
+        row["clean_fits"] = len(ok)
+        row["median_seconds"] = float(np.median([r["bayes_seconds"] for r in sub]))
+        out.append(row)
+    return out
+
+
+def bench_default_timing(k=10, n=5000, repeats=2, sampler="auto"):
+    """Wall time of the default fit (the first run warms the compile cache)."""
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    q, y, _, _ = make_dirgen(n, k, rng=11)
+    rows = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = BayesianDirichletCalibrator(sampler=sampler, random_seed=i,
+                                              progressbar=False).fit(q, y)
+        d = est.diagnostics_
+        rows.append({"run": i, "seconds": round(time.perf_counter() - t0, 2),
+                     "sampler": est.sampler_, "r_hat_max": d["r_hat_max"],
+                     "ess_bulk_min": d["ess_bulk_min"], "divergences": d["divergences"],
+                     "load_average": os.getloadavg()[0]})
+        print(rows[-1], flush=True)
+    return {"k": k, "n": n, "rows": rows}
+
+
+def checks_markdown(rows: list[dict]) -> str:
+    """One markdown table of summary rows (columns: the union of their keys)."""
+    cols = list(dict.fromkeys(c for r in rows for c in r))
+
+    def fmt(v):
+        return f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def to_markdown(res: dict) -> str:
     """Markdown tables of a results dict (as written by ``--out``)."""
     lines = []
@@ -313,7 +606,47 @@ def main(argv=None):
     ap.add_argument("--only", default="pytensor,dirlin_k3,dirlin_k10,dirgen,scaling,k100")
     ap.add_argument("--markdown", nargs="+", type=Path, default=None,
                     help="print the tables of result JSON files and exit")
+    ap.add_argument("--checks", default=None,
+                    help="checks of the default prior to run: sbc,coverage,realdata,timing "
+                         "(each appends to a JSON-lines file in --check-dir and resumes)")
+    ap.add_argument("--check-dir", type=Path, default=Path("results/bayes"))
+    ap.add_argument("--sizes", default=None, help="calibration-set sizes of the checks")
+    ap.add_argument("--reps", type=int, default=200, help="replications (sbc, coverage)")
+    ap.add_argument("--sampler", default="auto", help="sampler of the checks")
+    ap.add_argument("--scores", type=Path, default=Path("results/quality/scores"),
+                    help="cached classifier scores of bench_quality.py (realdata)")
+    ap.add_argument("--summary", action="store_true",
+                    help="summarise the JSON-lines files in --check-dir and exit")
     args = ap.parse_args(argv)
+    if args.summary:
+        summary = {}
+        for name, fn in (("sbc", summarise_sbc), ("coverage", summarise_coverage),
+                         ("realdata", summarise_realdata)):
+            path = args.check_dir / f"{name}.jsonl"
+            if path.exists():
+                summary[name] = fn(path)
+                print(f"**{name}**\n")
+                print(checks_markdown(summary[name]))
+        (args.check_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        return
+    if args.checks:
+        sizes = None if args.sizes is None else [int(v) for v in args.sizes.split(",")]
+        for name in args.checks.split(","):
+            path = args.check_dir / f"{name}.jsonl"
+            if name == "sbc":
+                bench_sbc(path, sizes or [30, 300], args.reps, sampler=args.sampler)
+            elif name == "coverage":
+                bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps,
+                               sampler=args.sampler)
+            elif name == "realdata":
+                bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler)
+            elif name == "timing":
+                res = bench_default_timing(sampler=args.sampler)
+                args.check_dir.mkdir(parents=True, exist_ok=True)
+                (args.check_dir / "timing.json").write_text(json.dumps(res, indent=1))
+            else:
+                raise SystemExit(f"unknown check {name!r}")
+        return
     if args.markdown:
         merged = {}
         for path in args.markdown:

@@ -1,5 +1,9 @@
 """BayesianDirichletCalibrator: mode = regularised fit, Laplace vs NUTS, predictions.
 
+The penalty-reading priors (``prior="odir"``, ``"l2"``): their posterior mode
+is the regularised :class:`~bayescal.DirichletCalibrator` fit. The default
+(hierarchical) prior is tested in ``test_bayes_defaults.py``.
+
 Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 500 draws), k=3,
 n=1000) shared by the module; everything else uses the Laplace sampler or
 compiled log-densities.
@@ -39,7 +43,8 @@ def nuts_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SamplingWarning)  # must converge
         return BayesianDirichletCalibrator(
-            reg_lambda=LAM, reg_mu=MU, draws=500, tune=300, chains=2, random_seed=5
+            prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="pymc", draws=500, tune=300,
+            chains=2, random_seed=5, progressbar=False,
         ).fit(q, y)
 
 
@@ -47,7 +52,8 @@ def nuts_fit(data):
 def laplace_fit(data):
     q, y = data
     return BayesianDirichletCalibrator(
-        reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=2000, chains=2, random_seed=5
+        prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=2000, chains=2,
+        random_seed=5,
     ).fit(q, y)
 
 
@@ -80,7 +86,7 @@ def test_pymc_model_mode_equals_dirichlet_calibrator(prior, center, reg_mu, data
     qt = make_dirgen(500, K, rng=1)[0]
     assert np.max(np.abs(dirlin_map(qt, W, b) - ref.predict_proba(qt))) <= 1e-5
     est = BayesianDirichletCalibrator(
-        prior=prior, reg_lambda=LAM, reg_mu=MU, center=center, sampler="laplace", draws=10,
+        prior=prior, reg_lambda=LAM, reg_mu=reg_mu, center=center, sampler="laplace", draws=10,
         chains=1,
     ).fit(q, y)
     assert np.max(np.abs(est.predict_proba(qt, kind="map") - ref.predict_proba(qt))) <= 1e-5
@@ -125,7 +131,8 @@ def test_posterior_average_sums_to_one_and_approaches_map():
     for n in (30, 300, 3000):
         q, y, _, _ = make_dirgen(n, K, rng=n)
         est = BayesianDirichletCalibrator(
-            reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=1000, chains=2, random_seed=0
+            prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="laplace", draws=1000, chains=2,
+            random_seed=0,
         ).fit(q, y)
         p = est.predict_proba(qt)
         np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
@@ -174,8 +181,8 @@ def test_relabelling_permutes_predictions(data):
     q, y = data
     perm = np.array([1, 2, 0])
     inv = np.argsort(perm)
-    kw = {"reg_lambda": LAM, "reg_mu": MU, "sampler": "laplace", "draws": 2000, "chains": 2,
-          "random_seed": 1}
+    kw = {"prior": "odir", "reg_lambda": LAM, "reg_mu": MU, "sampler": "laplace", "draws": 2000,
+          "chains": 2, "random_seed": 1}
     a = BayesianDirichletCalibrator(**kw).fit(q, y)
     b = BayesianDirichletCalibrator(**kw).fit(q[:, perm], inv[y])
     qt = q[:300]
@@ -188,12 +195,15 @@ def test_relabelling_permutes_predictions(data):
     )
 
 
-def test_short_run_warns(data):
+def test_short_run_warns_on_request(data):
+    """on_failure="warn": a failing posterior is kept, with a SamplingWarning."""
     q, y = data
     with pytest.warns(SamplingWarning, match="increase"):
-        BayesianDirichletCalibrator(
-            reg_lambda=LAM, reg_mu=MU, draws=20, tune=20, chains=2, random_seed=0
+        est = BayesianDirichletCalibrator(
+            prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="pymc", draws=20, tune=20,
+            chains=2, random_seed=0, progressbar=False, on_failure="warn",
         ).fit(q, y)
+    assert est.diagnostics_["passed"] is False and est.n_draws_ == 40
 
 
 @pytest.mark.parametrize(
@@ -201,7 +211,11 @@ def test_short_run_warns(data):
     [
         ({"prior": "lasso"}, "prior"),
         ({"center": "ones"}, "center"),
-        ({"reg_lambda": 0.0}, "reg_lambda"),
+        ({"prior": "odir", "reg_lambda": 0.0}, "reg_lambda"),
+        ({"prior": "fixed", "reg_lambda": 0.0}, "reg_lambda"),
+        ({"prior": "l2", "reg_mu": 1.0}, "reg_mu is not used"),
+        ({"log_scale_prior": 1.5}, "log_scale_prior"),
+        ({"on_failure": "ignore"}, "on_failure"),
         ({"reg_mu": -1.0}, "reg_mu"),
         ({"sampler": "hmc"}, "sampler"),
         ({"chains": 0}, "chains"),

@@ -358,6 +358,36 @@ def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]
     assert main(argv) == 2  # both files exist now: refused without --force
 
 
+def test_cli_refuses_to_save_a_non_converged_posterior(files: Path, capsys) -> None:
+    """A posterior failing its checks: exit 2, one line naming them, no file written."""
+    before = outputs(files)
+    argv = ["fit", str(files / "train.npz"), "--method", "bayes", "--param", "sampler=pymc",
+            "--param", "draws=20", "--param", "tune=20", "--param", "chains=2",
+            "--param", "progressbar=false", "--param", "random_seed=0",
+            "-o", str(files / "bad.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    # (PyMC's chain processes may add a "bayescal: warning:" line about os.fork)
+    errors = [line for line in err.splitlines() if line.startswith("bayescal: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "failed its convergence checks" in errors[0] and "ESS" in errors[0], err
+    assert outputs(files) == before  # neither bad.json nor bad.nc
+
+
+def test_cli_evaluate_reports_posterior_diagnostics(files: Path, capsys) -> None:
+    assert main(["fit", str(files / "train.npz"), "--method", "bayes-generative",
+                 "--param", "draws=500", "--param", "tune=500", "--param", "chains=4",
+                 "--param", "progressbar=false", "--param", "random_seed=0",
+                 "-o", str(files / "g.json")]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(files / "test.npz"), "--model", str(files / "g.json"),
+                 "--report", str(files / "rep")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("Posterior:"))
+    assert "max R-hat" in line and "divergences" in line and line.endswith(": passed."), line
+    assert "Posterior: sampler" in (files / "rep" / "report.html").read_text()
+
+
 def test_output_files_have_the_usual_permissions(files: Path) -> None:
     assert main(["fit", str(files / "train.npz"), "--method", "temperature",
                  "-o", str(files / "p.json")]) == 0

@@ -6,20 +6,30 @@ install hint is raised if they are missing).
 
 * :class:`BayesianDirichletCalibrator`, :class:`BayesianGenerativeCalibrator`:
   the estimators (:mod:`bayescal.bayes.estimators`).
-* :mod:`bayescal.bayes.models`: pure PyMC model builders.
+* :func:`compare`: PSIS-LOO comparison of fitted models
+  (:mod:`bayescal.bayes.comparison`); :func:`diagnose`: convergence checks,
+  :class:`ConvergenceError` when they fail.
+* :mod:`bayescal.bayes.models`: pure PyMC model builders;
+  :mod:`bayescal.bayes.hierarchical`: the default structured prior.
 * :mod:`bayescal.bayes.priors`, :mod:`bayescal.bayes.gauge`,
   :mod:`bayescal.bayes.laplace`: prior configs, identified coordinates, modes
   and Hessians.
 """
 
-from bayescal.bayes._sampling import SamplingWarning
+from bayescal.bayes._sampling import ConvergenceError, SamplingWarning, diagnose
+from bayescal.bayes.comparison import compare
 from bayescal.bayes.estimators import BayesianDirichletCalibrator, BayesianGenerativeCalibrator
+from bayescal.bayes.hierarchical import StructuredPrior
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior
 
 __all__ = [
     "BayesianDirichletCalibrator",
     "BayesianGenerativeCalibrator",
+    "ConvergenceError",
     "DirGenPrior",
     "DirLinPrior",
     "SamplingWarning",
+    "StructuredPrior",
+    "compare",
+    "diagnose",
 ]

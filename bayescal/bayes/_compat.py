@@ -35,6 +35,8 @@ What differs, and the shim that hides it:
   equal-tailed interval, columns ``eti89_lb``, ``eti89_ub``);
 * :func:`to_netcdf`, :func:`from_netcdf`: the engine named explicitly (1.x
   does not install one) and the file read eagerly on both;
+* :func:`psislw`: ``arviz.psislw`` on 0.2x, ``arviz_stats.base.array_stats.psislw``
+  on 1.x (no top-level function).
 * sampler options, :func:`numpyro_options`: NumPyro's settings go through
   ``nuts_sampler_kwargs`` (with a nested ``nuts_kwargs``) in PyMC 5 and one
   flat ``nuts={...}`` in PyMC 6; :func:`nutpie_low_rank`: nutpie renamed
@@ -72,6 +74,7 @@ __all__ = [
     "group_names",
     "hdi",
     "is_datatree",
+    "psislw",
     "numpyro_options",
     "nutpie_low_rank",
     "pymc_major",
@@ -285,3 +288,32 @@ def from_netcdf(path: str | os.PathLike) -> Any:
     for group in idata.groups():
         getattr(idata, group).load()
     return idata
+
+
+def psislw(log_ratios: Any, reff: float = 1.0) -> tuple[Any, Any]:
+    """Pareto-smoothed importance sampling (Vehtari et al. 2024) of log importance ratios.
+
+    Parameters
+    ----------
+    log_ratios : ndarray of shape (n_observations, n_samples)
+    reff : float, default=1.0
+        Relative efficiency of the draws.
+
+    Returns
+    -------
+    log_weights : ndarray of shape (n_observations, n_samples)
+        Smoothed and normalised (each row's weights sum to one).
+    pareto_k : ndarray of shape (n_observations,)
+        The estimated tail shapes (above 0.7: the estimate is unreliable).
+    """
+    import numpy as np
+
+    if arviz_major() >= 1:
+        from arviz_stats.base import array_stats
+
+        # arviz-stats' array-level psislw takes the log-likelihood and negates it
+        # itself (ArviZ 0.x's took the log ratios): pass -log_ratios
+        lw, k = array_stats.psislw(-np.asarray(log_ratios, dtype=np.float64), reff)
+    else:
+        lw, k = import_arviz().psislw(np.asarray(log_ratios, dtype=np.float64), reff)
+    return np.asarray(lw, dtype=np.float64), np.asarray(k, dtype=np.float64)

@@ -1,8 +1,9 @@
 """Running a sampler on a PyMC model and checking its convergence.
 
 One entry point, :func:`sample_model`, for the MCMC and variational back
-ends; :func:`check_convergence` turns ArviZ diagnostics into a
-:class:`SamplingWarning` that names the setting to change.
+ends; :func:`diagnose` checks ArviZ diagnostics against thresholds and
+:func:`enforce` turns a failure into a :class:`ConvergenceError` (or, on
+request, a :class:`SamplingWarning`) that names the setting to change.
 """
 
 from __future__ import annotations
@@ -17,15 +18,37 @@ import numpy as np
 from bayescal.bayes import _compat
 from bayescal.bayes._backend import import_pymc, require
 
-__all__ = ["SamplingWarning", "check_convergence", "sample_model"]
+__all__ = ["ConvergenceError", "SamplingWarning", "diagnose", "enforce", "sample_model"]
 
-#: Thresholds of :func:`check_convergence` (Vehtari et al., 2021).
+#: Default thresholds of :func:`diagnose` (Vehtari et al., 2021).
 RHAT_MAX = 1.01
-ESS_BULK_MIN = 400
+ESS_MIN = 400
 
 
 class SamplingWarning(UserWarning):
     """Posterior samples that may not be trustworthy (R-hat, ESS, divergences)."""
+
+
+class ConvergenceError(RuntimeError):
+    """An MCMC posterior that failed its convergence checks (R-hat, ESS, divergences).
+
+    Raised by ``fit`` of the Bayesian calibrators with ``on_failure="raise"``
+    (the default); the estimator is left unfitted, so a posterior that is not
+    to be trusted can neither predict nor be saved.
+
+    Attributes
+    ----------
+    diagnostics : dict
+        What :func:`diagnose` returned (values, thresholds, problems).
+    idata : arviz.InferenceData, xarray.DataTree or None
+        The rejected posterior, for inspection.
+    """
+
+    def __init__(self, message: str, *, diagnostics: dict[str, Any] | None = None,
+                 idata: Any = None) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics or {}
+        self.idata = idata
 
 
 def _cores(chains: int) -> int:
@@ -134,43 +157,99 @@ def sample_model(
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
-def check_convergence(idata: Any, var_names: list[str], *, sampler: str) -> dict[str, float]:
-    """Diagnostics of an MCMC run; warn when they fail the usual thresholds.
+def diagnose(
+    idata: Any,
+    var_names: list[str],
+    *,
+    rhat_max: float = RHAT_MAX,
+    ess_min: float = ESS_MIN,
+    max_divergences: int = 0,
+) -> dict[str, Any]:
+    """Convergence diagnostics of an MCMC posterior against thresholds.
 
-    Warns (:class:`SamplingWarning`) when any R-hat > 1.01, any bulk ESS < 400
-    or any transition diverged, naming what to change.
+    Uses ArviZ's rank-normalised split R-hat and bulk / tail effective
+    sample sizes (Vehtari et al. 2021) over every entry of ``var_names``
+    (entries constant across draws, which have no R-hat, are skipped), and
+    the sampler's divergent transitions (``sample_stats.diverging``).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+    var_names : list of str
+        Posterior variables to check.
+    rhat_max : float, default=1.01
+        Largest acceptable R-hat (needs at least two chains).
+    ess_min : float, default=400
+        Smallest acceptable bulk and tail ESS.
+    max_divergences : int, default=0
+        Largest acceptable number of divergent transitions (all chains).
 
     Returns
     -------
     diagnostics : dict
-        ``r_hat_max``, ``ess_bulk_min``, ``divergences``.
+        ``r_hat_max``, ``ess_bulk_min``, ``ess_tail_min``, ``divergences``,
+        ``n_chains``, ``n_draws`` (per chain), the thresholds
+        (``rhat_threshold``, ``ess_threshold``, ``divergence_threshold``),
+        ``passed`` (bool) and ``problems`` (list of str, each naming the
+        setting to change).
     """
-    n_chains = idata.posterior.sizes["chain"]
+    post = idata.posterior
+    n_chains, n_draws = int(post.sizes["chain"]), int(post.sizes["draw"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         rhat = float("nan")
         if n_chains > 1:
             r = _compat.rhat(idata, var_names)
-            rhat = float(np.nanmax([r[v].values.max() for v in var_names]))
-        e = _compat.ess(idata, var_names, method="bulk")
-        ess = float(np.nanmin([e[v].values.min() for v in var_names]))
+            rhat = float(np.nanmax(np.concatenate([np.ravel(r[v].values) for v in var_names])))
+        ess = {}
+        for method in ("bulk", "tail"):
+            e = _compat.ess(idata, var_names, method=method)
+            vals = np.concatenate([np.ravel(e[v].values) for v in var_names])
+            ess[method] = float(np.nanmin(vals)) if np.isfinite(vals).any() else float("nan")
     div = 0
     if "sample_stats" in _compat.group_names(idata) and "diverging" in idata.sample_stats:
-        div = int(idata.sample_stats["diverging"].values.sum())
+        div = int(np.asarray(idata.sample_stats["diverging"].values).sum())
     problems = []
-    if rhat > RHAT_MAX:
-        problems.append(f"max R-hat {rhat:.3f} > {RHAT_MAX} (increase tune and draws)")
-    if ess < ESS_BULK_MIN:
-        problems.append(
-            f"min bulk ESS {ess:.0f} < {ESS_BULK_MIN} (increase draws or chains)"
-        )
-    if div:
-        problems.append(
-            f"{div} divergent transitions (increase target_accept, e.g. 0.95, "
-            "or use sampler='laplace' to compare)"
-        )
-    if problems:
-        warnings.warn(
-            f"sampler={sampler!r}: " + "; ".join(problems), SamplingWarning, stacklevel=3
-        )
-    return {"r_hat_max": rhat, "ess_bulk_min": ess, "divergences": float(div)}
+    if n_chains < 2:
+        problems.append(f"{n_chains} chain: R-hat needs at least 2 (use chains=4)")
+    elif not rhat <= rhat_max:
+        problems.append(f"max R-hat {rhat:.4f} > {rhat_max} (increase tune and draws)")
+    for method in ("bulk", "tail"):
+        if not ess[method] >= ess_min:
+            problems.append(f"min {method} ESS {ess[method]:.0f} < {ess_min:g} "
+                            "(increase draws or chains)")
+    if div > max_divergences:
+        problems.append(f"{div} divergent transitions > {max_divergences} (increase "
+                        "target_accept, e.g. 0.95; the posterior is not to be trusted)")
+    return {
+        "r_hat_max": rhat,
+        "ess_bulk_min": ess["bulk"],
+        "ess_tail_min": ess["tail"],
+        "divergences": div,
+        "n_chains": n_chains,
+        "n_draws": n_draws,
+        "rhat_threshold": float(rhat_max),
+        "ess_threshold": float(ess_min),
+        "divergence_threshold": int(max_divergences),
+        "passed": not problems,
+        "problems": problems,
+    }
+
+
+def enforce(diagnostics: dict[str, Any], *, on_failure: str, sampler: str,
+            idata: Any = None) -> None:
+    """Raise :class:`ConvergenceError` (or warn) when ``diagnostics`` did not pass.
+
+    ``on_failure="raise"`` raises, ``"warn"`` issues a
+    :class:`SamplingWarning`; nothing happens when the diagnostics passed.
+    """
+    if diagnostics["passed"]:
+        return
+    message = (f"the posterior sampled by sampler={sampler!r} failed its convergence checks: "
+               + "; ".join(diagnostics["problems"]))
+    if on_failure == "warn":
+        warnings.warn(message, SamplingWarning, stacklevel=3)
+        return
+    raise ConvergenceError(message + " (the estimator was left unfitted; pass "
+                           "on_failure='warn' to keep such a posterior)",
+                           diagnostics=diagnostics, idata=idata)

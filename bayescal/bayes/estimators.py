@@ -1,17 +1,19 @@
 r"""Bayesian Dirichlet calibrators (scikit-learn style estimators).
 
 * :class:`BayesianDirichletCalibrator`: posterior over DirLin maps
-  ``softmax(W x + b)`` with Gaussian priors equal to the ODIR / L2 penalties
-  of :class:`bayescal.DirichletCalibrator`, sampled in identified coordinates
-  (:mod:`bayescal.bayes.gauge`) whitened by the exact Hessian at the mode.
+  ``softmax(W x + b)``; by default a hierarchical prior centred on
+  temperature scaling with learned scales (:mod:`bayescal.bayes.hierarchical`),
+  or, by parameter, Gaussian readings of the structured / ODIR / L2 penalties
+  of :class:`bayescal.DirichletCalibrator` (posterior mode = MAP fit), sampled
+  in identified coordinates whitened at the mode.
 * :class:`BayesianGenerativeCalibrator`: posterior of the DirGen model
   (LogNormal concentrations, Dirichlet class priors) through the per-class
   sufficient statistics.
 
 Both predict, by default, with the posterior-averaged map
-:math:`\mathbb E_{\text{post}}[\mathrm{softmax}(W x + b)]` (never worse than
-the plug-in map in our measurements, much better on small calibration sets),
-and keep every draw in ``idata_`` with ``W``, ``b`` and the canonical ``A``,
+:math:`\mathbb E_{\text{post}}[\mathrm{softmax}(W x + b)]` (better than the
+plug-in map on small synthetic calibration sets; on real outputs it is not
+always better), and keep every draw in ``idata_`` with ``W``, ``b`` and the canonical ``A``,
 ``c`` per draw. ``idata_`` is the installed ArviZ's own container:
 ``arviz.InferenceData`` on ArviZ 0.2x, ``xarray.DataTree`` on ArviZ 1.x (read
 both as ``idata_.posterior["W"]``; :mod:`bayescal.bayes._compat`).
@@ -28,6 +30,7 @@ References
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -46,9 +49,29 @@ from bayescal._validation import (
     check_scores,
 )
 from bayescal.bayes import _compat
-from bayescal.bayes._sampling import SamplingWarning, check_convergence, sample_model
+from bayescal.bayes._sampling import (
+    ConvergenceError,
+    SamplingWarning,
+    diagnose,
+    enforce,
+    sample_model,
+)
 from bayescal.bayes.gauge import dirlin_gauge
-from bayescal.bayes.laplace import dirgen_mode, dirlin_log_evidence
+from bayescal.bayes.hierarchical import (
+    GROUPS,
+    StructuredPrior,
+    draw_prior,
+    maps_of,
+    n_params,
+    structured_map,
+)
+from bayescal.bayes.laplace import (
+    dirgen_log_evidence,
+    dirgen_mode,
+    dirgen_pointwise_joint,
+    dirlin_log_evidence,
+    whitening,
+)
 from bayescal.bayes.models import dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
@@ -58,14 +81,59 @@ from bayescal.maps import dirgen_to_dirlin, dirlin_to_canonical, log_features
 __all__ = [
     "BayesianDirichletCalibrator",
     "BayesianGenerativeCalibrator",
+    "ConvergenceError",
     "SamplingWarning",
+    "pointwise_log_likelihood",
+    "resolve_sampler",
 ]
 
 Array = NDArray[np.float64]
-SAMPLERS = ("pymc", "nutpie", "numpyro", "laplace", "advi")
+SAMPLERS = ("auto", "pymc", "nutpie", "numpyro", "laplace", "advi")
 _MCMC = ("pymc", "nutpie", "numpyro")
 #: Draws processed together when averaging maps (bounds memory to ~160 MB).
 _CHUNK_ELEMENTS = 20_000_000
+
+
+def resolve_sampler(sampler: str) -> str:
+    """``"auto"``: nutpie (the ``fast`` extra) when it is installed, else PyMC's NUTS."""
+    if sampler != "auto":
+        return sampler
+    return "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
+
+
+def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> Array:
+    r"""``ln softmax(W_s x_i + b_s)[y_i]`` for every draw ``s`` and sample ``i``.
+
+    Parameters
+    ----------
+    W : array-like of shape (..., k, k)
+    b : array-like of shape (..., k)
+    x : ndarray of shape (n, k)
+    y : ndarray of shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (..., n)
+    """
+    W = np.asarray(W, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    lead = W.shape[:-2]
+    n, k = x.shape
+    Wf, bf = W.reshape(-1, k, k), b.reshape(-1, k)
+    out = np.empty((Wf.shape[0], n))
+    step = max(1, _CHUNK_ELEMENTS // max(1, n * k))
+    rows = np.arange(n)
+    for s in range(0, Wf.shape[0], step):
+        z = np.einsum("ni,sji->snj", x, Wf[s : s + step]) + bf[s : s + step, None, :]
+        out[s : s + step] = z[:, rows, y] - logsumexp(z, axis=-1)
+    return out.reshape(*lead, n)
+
+
+def _prior_from_dict(d: dict[str, Any]) -> Any:
+    """The prior object of a saved posterior (the inverse of ``prior_.to_dict()``)."""
+    if "structured" in d:
+        return StructuredPrior.from_dict(d)
+    return (DirLinPrior if "sd_W" in d else DirGenPrior).from_dict(d)
 
 
 def _inv_chol(H: Array) -> Array:
@@ -98,6 +166,13 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     def fit(self, scores: ArrayLike, y: ArrayLike):
         """Sample the posterior of the calibration map.
 
+        After MCMC the posterior is checked (:func:`bayescal.bayes.diagnose`:
+        R-hat, bulk and tail ESS, divergences against ``rhat_max``,
+        ``ess_min``, ``max_divergences``). A posterior that fails raises
+        :class:`~bayescal.bayes.ConvergenceError` and leaves the estimator
+        unfitted (``on_failure="raise"``, the default), or warns
+        (:class:`~bayescal.bayes.SamplingWarning`, ``on_failure="warn"``).
+
         Parameters
         ----------
         scores : array-like of shape (n_samples, n_classes)
@@ -108,28 +183,100 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         Returns
         -------
         self
+
+        Raises
+        ------
+        ConvergenceError
+            If the MCMC posterior fails its checks and ``on_failure="raise"``.
         """
         self._check_params()
         data = self._fit_data(scores, y)  # validates everything; writes nothing
-        self._fit_posterior(data.x, data.y)
-        self._set_fit_data(data)
-        post = _compat.group_dataset(self.idata_, "posterior")
-        A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
-        post = post.assign(
-            A=(("chain", "draw", "class_out", "class_in"), A), c=(("chain", "draw", "class_out"), c)
-        )
-        _compat.set_group(self.idata_, "posterior", post)
-        if self.sampler in _MCMC:
-            self.diagnostics_ = check_convergence(
-                self.idata_, list(self._diag_vars), sampler=self.sampler
-            )
-        else:
-            self.diagnostics_ = {}
-        self._stamp()
+        self._clear_fitted()
+        try:
+            self.sampler_ = resolve_sampler(self.sampler)
+            self._fit_posterior(data.x, data.y)
+            self._set_fit_data(data)
+            post = _compat.group_dataset(self.idata_, "posterior")
+            A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
+            post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
+                               c=(("chain", "draw", "class_out"), c))
+            _compat.set_group(self.idata_, "posterior", post)
+            self.diagnostics_ = self._diagnose()
+            if self.sampler_ in _MCMC:
+                enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
+                        idata=self.idata_)
+            if self.log_likelihood:
+                self._add_log_likelihood(data.x, data.y)
+            self._stamp()
+        except BaseException:
+            self._clear_fitted()
+            raise
         return self
+
+    def _clear_fitted(self) -> None:
+        """Forget every fitted attribute (a failed fit leaves the estimator unfitted)."""
+        for name in list(vars(self)):
+            if (name.endswith("_") and not name.startswith("__")) or name == "_stats":
+                delattr(self, name)
+
+    def _diagnose(self) -> dict[str, Any]:
+        """:func:`diagnose` of ``idata_`` with this estimator's thresholds ({} if not MCMC)."""
+        if getattr(self, "sampler_", self.sampler) not in _MCMC:
+            return {"approximate": True}
+        return diagnose(self.idata_, list(self._diag_vars), rhat_max=self.rhat_max,
+                        ess_min=self.ess_min, max_divergences=self.max_divergences)
+
+    def _add_log_likelihood(self, x: Array, y: Array) -> None:
+        """The ``log_likelihood`` group: ``ln p(y_i | q_i, draw)``, dims (chain, draw, obs)."""
+        import xarray as xr
+
+        post = self.idata_.posterior
+        ll = pointwise_log_likelihood(post["W"].values, post["b"].values, x, y)
+        coords = {"chain": post["chain"].values, "draw": post["draw"].values,
+                  "obs": np.arange(x.shape[0])}
+        group = xr.Dataset({"y": (("chain", "draw", "obs"), ll)}, coords=coords)
+        _compat.set_group(self.idata_, "log_likelihood", group)
+
+    def compute_log_likelihood(self, scores: ArrayLike, y: ArrayLike):
+        """Add (or replace) the ``log_likelihood`` group for the calibration data.
+
+        For an estimator fitted with ``log_likelihood=False`` or loaded from a
+        file saved without the group; ``scores`` and ``y`` must be the data it
+        was fitted on (checked against the stored sufficient statistics).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self, "idata_")
+        x = self._features(scores)
+        y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
+        self._check_same_data(x, y)
+        self._add_log_likelihood(x, y)
+        return self
+
+    def _check_same_data(self, x: Array, y: Array) -> None:
+        stats = SufficientStatistics.from_features(x, y)
+        same = (np.array_equal(stats.counts, self._stats["counts"])
+                and np.allclose(stats.sums, self._stats["S"], rtol=1e-12, atol=1e-12))
+        if not same:
+            raise ValueError("scores and y are not the calibration data this estimator was "
+                             f"fitted on (class counts {stats.counts.astype(int).tolist()} vs "
+                             f"{np.asarray(self._stats['counts']).astype(int).tolist()}, or "
+                             "different feature sums)")
 
     def _check_common(self) -> None:
         check_option(self.sampler, "sampler", SAMPLERS)
+        check_option(self.on_failure, "on_failure", ("raise", "warn"))
+        if not isinstance(self.log_likelihood, bool | np.bool_):
+            raise ValueError(f"log_likelihood must be True or False; got {self.log_likelihood!r}")
+        check_nonnegative_float(self.rhat_max, "rhat_max", strict=True)
+        if not self.rhat_max >= 1.0:
+            raise ValueError(f"rhat_max must be >= 1; got {self.rhat_max!r}")
+        check_nonnegative_float(self.ess_min, "ess_min")
+        md = self.max_divergences
+        if isinstance(md, bool) or not isinstance(md, int | np.integer) or md < 0:
+            raise ValueError(f"max_divergences must be a non-negative integer; got {md!r}")
         ta = self.target_accept
         if (
             isinstance(ta, bool)
@@ -304,6 +451,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             "bayescal_version": __version__,
             "bayescal_model_id": self.model_id_,
             "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
+            "bayescal_sampler": self.sampler_,
         }
         if hasattr(self, "log_evidence_"):
             attrs["bayescal_log_evidence"] = repr(float(self.log_evidence_))
@@ -370,9 +518,10 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         k = est.coef_.shape[0]
         est.n_features_in_ = k
         est.classes_ = np.asarray(json.loads(classes_json)) if classes_json else np.arange(k)
-        est.diagnostics_ = {}
+        est.sampler_ = attrs.get("bayescal_sampler", resolve_sampler(est.sampler))
+        est.diagnostics_ = est._diagnose()
         prior = json.loads(attrs["bayescal_prior"])
-        est.prior_ = (DirLinPrior if "sd_W" in prior else DirGenPrior).from_dict(prior)
+        est.prior_ = _prior_from_dict(prior)
         if "bayescal_log_evidence" in attrs:
             est.log_evidence_ = float(attrs["bayescal_log_evidence"])
         est._restore()
@@ -382,95 +531,181 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """Rebuild derived fitted attributes after :meth:`load`."""
 
 
+#: Priors of :class:`BayesianDirichletCalibrator`: the structured family
+#: (:mod:`bayescal.bayes.hierarchical`) and the readings of MAP penalties.
+DIRLIN_PRIORS = ("hierarchical", "fixed", "temperature", "structured", "odir", "l2")
+_STRUCTURED = ("hierarchical", "fixed", "temperature")
+_PENALTY = ("structured", "odir", "l2")
+
+
+def _tau_of(strength: float) -> float:
+    """``tau = 1 / sqrt(strength)`` (``inf`` strength: 0, the group pinned at the centre)."""
+    return 0.0 if np.isinf(strength) else float(1.0 / np.sqrt(strength))
+
+
 class BayesianDirichletCalibrator(_BayesianFamilyBase):
-    r"""Bayesian Dirichlet calibration (DirLin) with priors equal to the penalties.
+    r"""Bayesian Dirichlet calibration (DirLin): a posterior over maps ``softmax(W x + b)``.
 
-    Model: :math:`y_i \sim \mathrm{Categorical}(\mathrm{softmax}(W x_i + b))`
-    with :math:`x = \max(\ln q, \ln\epsilon)` and independent priors
-    :math:`\theta_p \sim \mathrm{Normal}(\mathrm{center}_p, \sigma_p)`,
-    :math:`\sigma_p^2 = 1/(2 n\,\mathrm{prec}_p)`, where ``prec`` are the
-    precisions of the penalty of :class:`bayescal.DirichletCalibrator`
-    (ODIR: off-diagonal entries of ``W`` with
-    :math:`\sigma^2 = k(k-1)/(2n\lambda)`, flat diagonal, ``b`` with
-    :math:`\sigma^2 = k/(2n\mu)`; L2: every entry with
-    :math:`\sigma^2 = k(k+1)/(2n\lambda)`). So the posterior mode is exactly
-    the regularised fit.
+    The default prior (``prior="hierarchical"``) is the Bayesian version of
+    the structured default of :class:`~bayescal.DirichletCalibrator` (same
+    family, same centre): ``W = s W'`` with the inverse temperature ``s``
+    sampled, :math:`\ln s \sim \mathcal N(m_s, \sigma_s^2)`
+    (``log_scale_prior``), ``W'`` around the identity and ``b`` around 0 with
+    scales that are learned,
 
-    Sampling happens in identified coordinates (the directions that leave
-    every map unchanged integrated out analytically; the posterior over maps
-    is exactly the raw model's), whitened by the exact Hessian at the mode.
+    .. math::
+
+        W'_{jj} - 1 \sim \mathcal N\Bigl(0, \frac{\tau_d^2}{2k}\Bigr),\quad
+        W'_{ij} \sim \mathcal N\Bigl(0, \frac{\tau_o^2}{2k(k-1)}\Bigr),\quad
+        b_j \sim \mathcal N\Bigl(0, \frac{\tau_b^2}{2k}\Bigr),\quad
+        \tau_o, \tau_d, \tau_b \sim \text{HalfNormal}(h),
+
+    (``h = tau_scale``; :math:`\tau = 1/\sqrt{\lambda}` for the strengths
+    :math:`\lambda` of the structured penalty, so ``tau = 1`` is structured
+    matrix scaling's default). Nothing depends on ``n``; the posterior is
+    proper for any data, a class absent from the labels included. The
+    directions that leave every map unchanged are integrated out exactly
+    (:mod:`bayescal.bayes.hierarchical`) and NUTS runs in coordinates
+    whitened conditionally on the scales
+    (:class:`~bayescal.bayes.models.ConditionalWhitening`).
+
+    Other priors: ``"fixed"`` (the same model with the three ``tau`` fixed by
+    ``reg_lambda``, ``reg_diag``, ``reg_mu``; ``inf`` pins a group),
+    ``"temperature"`` (Bayesian temperature scaling: only ``s``), and the
+    readings of a MAP penalty as a Gaussian prior, whose posterior mode is
+    exactly the corresponding :class:`~bayescal.DirichletCalibrator` fit:
+    ``"structured"`` (centre ``s I`` with ``s`` the fitted temperature scale,
+    strengths ``reg_lambda``, ``reg_diag``, ``reg_mu``), ``"odir"`` (flat
+    diagonal, sds :math:`\sigma^2 = k(k-1)/(2n\lambda)` off the diagonal and
+    :math:`k/(2n\mu)` for ``b``: improper along the diagonal and tied to ``n``,
+    kept for the paper's model) and ``"l2"``.
+
+    After MCMC the posterior is checked (R-hat, bulk and tail ESS,
+    divergences; see :meth:`fit`): a posterior that fails raises
+    :class:`~bayescal.bayes.ConvergenceError` unless ``on_failure="warn"``.
 
     Parameters
     ----------
-    prior : {"odir", "l2"}, default="odir"
-    reg_lambda : float > 0, default=1e-3
-        Weight of the ``W`` penalty (same meaning as in DirichletCalibrator).
-    reg_mu : float > 0, default=1e-3
-        Weight of the ``b`` penalty (ODIR; L2 uses ``reg_lambda`` for both).
+    prior : {"hierarchical", "fixed", "temperature", "structured", "odir", "l2"}, \
+default="hierarchical"
+    reg_lambda : float, default=1.0
+        Off-diagonal strength (``"fixed"``, ``"structured"``; ``"odir"``,
+        ``"l2"``: the paper's ``lambda``). ``inf`` pins the group at the centre
+        (``"fixed"``).
+    reg_diag : float or None, default=None
+        Diagonal strength (``"fixed"``, ``"structured"``); ``None``: ``reg_lambda``.
+    reg_mu : float or None, default=None
+        Intercept strength (``"fixed"``, ``"structured"``, ``"odir"``);
+        ``None``: ``reg_lambda``.
     center : {"identity", "zero"}, default="identity"
-        Shrink toward the identity map (leaves a calibrated model alone) or
-        toward ``W = 0`` (the uniform predictor).
+        Centre of the ``"l2"`` prior.
+    log_scale_prior : (float, float), default=(0.0, 1.5)
+        Mean and sd of :math:`\ln s` (``"hierarchical"``, ``"fixed"``,
+        ``"temperature"``): centred on the uncalibrated scores (``s = 1``), 95 %
+        of the prior mass on ``T`` in ``[0.14, 7.1]``.
+    tau_scale : float, default=1.0
+        Scale ``h`` of the half-normal hyperprior (``"hierarchical"``).
     draws, tune, chains : int, default=1000, 1000, 4
-    sampler : {"pymc", "nutpie", "numpyro", "laplace", "advi"}, default="pymc"
-        ``"laplace"``: Gaussian at the mode with the exact Hessian (seconds).
+    sampler : {"auto", "pymc", "nutpie", "numpyro", "laplace", "advi"}, default="auto"
+        ``"auto"``: nutpie (``pip install 'bayescal[fast]'``) when installed,
+        else PyMC's NUTS. ``"laplace"`` (a Gaussian at the mode) and
+        ``"advi"`` are approximations with no convergence check; their
+        measured coverage is in the user guide.
     random_seed : int or None
     input : {"probs", "logits"}, default="probs"
     eps : float, default=EPS
         Probability floor of the log features.
-    target_accept : float in (0, 1), default=0.8
-        NUTS target acceptance rate.
+    target_accept : float in (0, 1), default=0.95
+        NUTS target acceptance rate. Higher than PyMC's 0.8: the learned scales
+        make a mild funnel, and at 0.8 short default fits had divergences
+        (k = 3, n = 200: 1 per 1000 draws; none at 0.95).
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
         is saved with the posterior.
     progressbar : bool, default=True
         Show the sampler's progress bar while sampling (MCMC and ADVI).
+    rhat_max : float, default=1.01
+        Largest acceptable rank-normalised R-hat.
+    ess_min : float, default=400
+        Smallest acceptable bulk and tail effective sample size.
+    max_divergences : int, default=0
+        Largest acceptable number of divergent transitions.
+    on_failure : {"raise", "warn"}, default="raise"
+        What a posterior failing those checks does.
+    log_likelihood : bool, default=True
+        Store the pointwise log-likelihood ``ln p(y_i | q_i)`` of every draw in
+        ``idata_.log_likelihood`` (``chains * draws * n`` numbers; for
+        :func:`arviz.loo` and :func:`bayescal.bayes.compare`).
 
     Attributes
     ----------
     idata_ : arviz.InferenceData or xarray.DataTree
         The installed ArviZ's container (InferenceData on ArviZ 0.2x,
         DataTree on 1.x): ``posterior`` with ``W``, ``b``, ``A``, ``c`` per
-        draw (dims ``chain, draw, class_out[, class_in]``), the sampler's
-        ``sample_stats`` (MCMC) and ``constant_data`` fingerprinting the fit.
+        draw (dims ``chain, draw, class_out[, class_in]``; with the structured
+        priors also ``s`` and ``tau``), the sampler's ``sample_stats`` (MCMC),
+        ``log_likelihood`` (variable ``y``, dims ``chain, draw, obs``) and
+        ``constant_data`` fingerprinting the fit.
     coef_, intercept_ : ndarray
-        ``W``, ``b`` at the posterior mode.
+        ``W``, ``b`` at the posterior mode (of the sampled coordinates).
     diagnostics_ : dict
-        ``r_hat_max``, ``ess_bulk_min``, ``divergences`` (MCMC samplers).
-    prior_ : DirLinPrior
-        The Gaussian prior sds and centres (serialisable: ``prior_.to_dict()``).
+        :func:`bayescal.bayes.diagnose` of the posterior (MCMC samplers), or
+        ``{"approximate": True}``.
+    sampler_ : str
+        The sampler used (``"auto"`` resolved).
+    prior_ : StructuredPrior or DirLinPrior
+        The prior (serialisable: ``prior_.to_dict()``).
     log_evidence_ : float
-        Laplace estimate of the log marginal likelihood ``ln p(y)`` of the
-        calibration labels (:func:`bayescal.bayes.laplace.dirlin_log_evidence`),
-        for choosing ``reg_lambda`` by type-II maximum likelihood; ``nan`` with
-        ``prior="odir"``, whose flat diagonal is improper.
+        Laplace estimate of :math:`\ln p(y)` for the proper penalty readings
+        (``"structured"``, ``"l2"``), ``nan`` otherwise (compare the other
+        priors with :func:`bayescal.bayes.compare`).
     model_id_ : str
         Hash of the configuration and the data's sufficient statistics;
         checked by :meth:`load`.
+
+    Examples
+    --------
+    >>> from bayescal import BayesianDirichletCalibrator, make_dirgen
+    >>> q, y, _, _ = make_dirgen(300, 3, rng=0)
+    >>> cal = BayesianDirichletCalibrator(random_seed=0, progressbar=False)  # doctest: +SKIP
+    >>> cal.fit(q, y).predict_proba(q[:2]).sum(axis=1)  # doctest: +SKIP
+    array([1., 1.])
     """
 
     def __init__(
         self,
         *,
-        prior: str = "odir",
-        reg_lambda: float = 1e-3,
-        reg_mu: float = 1e-3,
+        prior: str = "hierarchical",
+        reg_lambda: float = 1.0,
+        reg_diag: float | None = None,
+        reg_mu: float | None = None,
         center: str = "identity",
+        log_scale_prior: tuple[float, float] = (0.0, 1.5),
+        tau_scale: float = 1.0,
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 4,
-        sampler: str = "pymc",
+        sampler: str = "auto",
         random_seed: int | None = None,
         input: str = "probs",
         eps: float = EPS,
-        target_accept: float = 0.8,
+        target_accept: float = 0.95,
         classes: ArrayLike | None = None,
         progressbar: bool = True,
+        rhat_max: float = 1.01,
+        ess_min: float = 400.0,
+        max_divergences: int = 0,
+        on_failure: str = "raise",
+        log_likelihood: bool = True,
     ) -> None:
         self.prior = prior
         self.reg_lambda = reg_lambda
+        self.reg_diag = reg_diag
         self.reg_mu = reg_mu
         self.center = center
+        self.log_scale_prior = log_scale_prior
+        self.tau_scale = tau_scale
         self.draws = draws
         self.tune = tune
         self.chains = chains
@@ -481,30 +716,77 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.target_accept = target_accept
         self.classes = classes
         self.progressbar = progressbar
+        self.rhat_max = rhat_max
+        self.ess_min = ess_min
+        self.max_divergences = max_divergences
+        self.on_failure = on_failure
+        self.log_likelihood = log_likelihood
+
+    # -- parameters -------------------------------------------------------
+    def _strengths(self) -> tuple[float, float, float]:
+        """``(reg_lambda, reg_diag, reg_mu)`` with ``None`` resolved to ``reg_lambda``."""
+        lam = check_nonnegative_float(self.reg_lambda, "reg_lambda")
+        out = [lam]
+        for name in ("reg_diag", "reg_mu"):
+            v = getattr(self, name)
+            out.append(lam if v is None else check_nonnegative_float(v, name))
+        return out[0], out[1], out[2]
 
     def _check_params(self) -> None:
-        check_option(self.prior, "prior", ("odir", "l2"))
+        check_option(self.prior, "prior", DIRLIN_PRIORS)
         check_option(self.center, "center", ("identity", "zero"))
-        check_nonnegative_float(self.reg_lambda, "reg_lambda", strict=True)
-        check_nonnegative_float(self.reg_mu, "reg_mu", strict=True)
+        lam, delta, mu = self._strengths()
+        if self.prior == "fixed" and min(lam, delta, mu) <= 0:
+            raise ValueError("prior='fixed' needs positive strengths (0 is a flat, improper "
+                             f"prior; inf pins a group); got reg_lambda={self.reg_lambda!r}, "
+                             f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
+        if self.prior in ("odir", "l2") and self.reg_diag is not None:
+            raise ValueError(f"reg_diag is not used by prior={self.prior!r}; got "
+                             f"reg_diag={self.reg_diag!r}")
+        if self.prior == "l2" and self.reg_mu is not None:
+            raise ValueError(f"reg_mu is not used by prior='l2'; got reg_mu={self.reg_mu!r}")
+        if self.prior in _PENALTY and not all(np.isfinite([lam, delta, mu])):
+            raise ValueError(f"prior={self.prior!r} needs finite strengths; got "
+                             f"reg_lambda={self.reg_lambda!r}, reg_diag={self.reg_diag!r}, "
+                             f"reg_mu={self.reg_mu!r}")
+        if self.prior in ("odir", "l2") and lam <= 0:
+            raise ValueError(f"prior={self.prior!r} needs reg_lambda > 0; got {self.reg_lambda!r}")
+        self._structured_prior()
         self._check_common()
 
-    def _penalty(self, k: int):
-        """The penalty whose Gaussian reading is this estimator's prior."""
+    def _structured_prior(self) -> StructuredPrior:
+        lsp = self.log_scale_prior
+        if not isinstance(lsp, tuple | list) or len(lsp) != 2:
+            raise ValueError(f"log_scale_prior must be a pair (mean, sd) of ln s; got {lsp!r}")
+        kind = self.prior if self.prior in _STRUCTURED else "fixed"
+        tau = (1.0, 1.0, 1.0)
+        if self.prior == "fixed":
+            tau = tuple(_tau_of(v) for v in self._strengths())  # type: ignore[assignment]
+        return StructuredPrior(kind, float(lsp[0]), float(lsp[1]), float(self.tau_scale), tau)
+
+    def _penalty(self, k: int, n: float | None = None, scale: float = 1.0):
+        """The penalty whose Gaussian reading is the prior (penalty priors)."""
         from bayescal.optimize import make_penalty
 
-        reg_mu = self.reg_mu if self.prior == "odir" else None
-        return make_penalty(k, kind=self.prior, reg_lambda=self.reg_lambda, reg_mu=reg_mu,
+        lam, delta, mu = self._strengths()
+        if self.prior == "structured":
+            return make_penalty(k, "structured", lam, mu, reg_diag=delta, n_samples=n,
+                                scale=scale)
+        reg_mu = mu if self.prior == "odir" else None
+        return make_penalty(k, kind=self.prior, reg_lambda=lam, reg_mu=reg_mu,
                             center=self.center)  # fmt: skip
 
+    @property
+    def _diag_vars(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("s", "tau", "W", "b") if self.prior in _STRUCTURED else ("W", "b")
+
+    # -- evidence (proper penalty readings) ---------------------------------
     def log_evidence(self, scores: ArrayLike, y: ArrayLike) -> float:
-        """Laplace log evidence ``ln p(y)`` of the configured prior, without sampling.
+        """Laplace log evidence ``ln p(y)`` of a penalty-reading prior, without sampling.
 
         The same number as ``log_evidence_`` after :meth:`fit`, at the cost of
-        the posterior mode and one Hessian: for comparing prior scales
-        (``reg_lambda``) by type-II maximum likelihood before fitting the
-        chosen one. Needs ``prior="l2"`` (a proper prior). Does not change the
-        estimator.
+        the posterior mode and one Hessian. Needs a proper penalty prior
+        (``prior="l2"`` or ``"structured"``). Does not change the estimator.
 
         Parameters
         ----------
@@ -515,71 +797,206 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         -------
         float
         """
-        from bayescal.optimize import fit_multinomial
-
         self._check_params()
-        if self.prior != "l2":
-            raise ValueError(
-                f"the evidence needs a proper prior: use prior='l2'; got prior={self.prior!r}"
-            )
+        if self.prior not in ("l2", "structured"):
+            raise ValueError("the Laplace evidence needs a proper penalty prior: use prior='l2' "
+                             f"or 'structured'; got prior={self.prior!r} (compare other priors "
+                             "with bayescal.bayes.compare)")
         x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
         y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
-        penalty = self._penalty(x.shape[1])
-        res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
-        return dirlin_log_evidence(x, y, penalty, res.W, res.b)
+        gauge, penalty, theta, _ = self.laplace_approximation(x, y)
+        W, b = gauge.split(gauge.to_raw(theta))
+        return dirlin_log_evidence(x, y, penalty, W, b)
 
     def laplace_approximation(self, x: Array, y: Array):
-        """Mode and whitening of the posterior in identified coordinates.
+        """Mode and whitening of a penalty-reading posterior in identified coordinates.
 
         Returns ``(gauge, penalty, theta_mode, L)`` with ``L L^T`` the inverse
         Hessian of the negative log-posterior at the mode.
         """
         from bayescal.optimize import fit_multinomial, multinomial_objective
+        from bayescal.structured import fit_temperature_scale
 
         n, k = x.shape
-        penalty = self._penalty(k)
+        scale = fit_temperature_scale(x, y) if self.prior == "structured" else 1.0
+        penalty = self._penalty(k, n, scale)
         gauge = dirlin_gauge(penalty_to_prior(penalty, n))
-        res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10)
+        init = (scale * np.eye(k), np.zeros(k)) if self.prior == "structured" else None
+        res = fit_multinomial(x, y, structure="full", penalty=penalty, tol=1e-10, init=init)
         raw = gauge.project(np.concatenate([res.W.ravel(), res.b]))
         # Hessian of n L (the negative log-posterior) in raw coordinates
         _, _, H = multinomial_objective(raw, x, y, structure="full", penalty=penalty, hessian=True)
         H_theta = n * (gauge.T.T @ H @ gauge.T)
         return gauge, penalty, gauge.from_raw(raw), _inv_chol(H_theta)
 
+    # -- fitting ----------------------------------------------------------
+    def _sample(self, model: Any, var_names: list[str]) -> Any:
+        return sample_model(model, sampler=self.sampler_, draws=self.draws, tune=self.tune,
+                            chains=self.chains, random_seed=self.random_seed,
+                            var_names=var_names, target_accept=self.target_accept,
+                            progressbar=self.progressbar)
+
     def _fit_posterior(self, x: Array, y: Array) -> None:
+        stats = SufficientStatistics.from_features(x, y)
+        self._stats = {"counts": stats.counts, "S": stats.sums}
+        if self.prior in _STRUCTURED:
+            self._fit_structured(x, y)
+        else:
+            self._fit_penalty(x, y)
+
+    def _fit_structured(self, x: Array, y: Array) -> None:
+        from bayescal.bayes.laplace import conditional_whitening, structured_mode
+        from bayescal.bayes.models import structured_log_posterior, structured_model
+        from bayescal.structured import fit_temperature_scale
+
+        k = x.shape[1]
+        prior = self.prior_ = self._structured_prior()
+        self.log_evidence_ = float("nan")
+        theta0 = np.zeros(n_params(prior, k))
+        s_ts = fit_temperature_scale(x, y)
+        theta0[0] = (np.log(s_ts) - prior.log_scale_mean) / prior.log_scale_sd
+        theta0[1 : 1 + sum(prior.sampled)] = np.log(0.5 * prior.tau_scale)
+        f = structured_log_posterior(x, y, prior)
+        theta, L, _ = structured_mode(f, theta0)
+        _, self.coef_, self.intercept_ = structured_map(theta, prior, k)
+        names = ["s", "tau", "W", "b"]
+        if self.sampler_ == "laplace":
+            rng = np.random.default_rng(self.random_seed)
+            z = rng.standard_normal((self.chains, self.draws, theta.shape[0]))
+            s, W, b = maps_of(theta + z @ L.T, prior, k)
+            tau = np.stack([_group_scales_draws(t, prior, k) for t in
+                            (theta + z @ L.T).reshape(-1, theta.shape[0])]).reshape(
+                                self.chains, self.draws, 3)
+            self.idata_ = _compat.from_dict(
+                {"posterior": {"s": s, "tau": tau, "W": W, "b": b}},
+                dims=_DIMS | {"tau": ["group"]}, coords=_coords(k) | {"group": list(GROUPS)})
+            return
+        model = structured_model(x, y, prior, whiten=conditional_whitening(theta, x, y, prior))
+        self.idata_ = self._sample(model, names)
+
+    def _fit_penalty(self, x: Array, y: Array) -> None:
         gauge, penalty, theta, L = self.laplace_approximation(x, y)
         self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
         self.log_evidence_ = float("nan")
-        if self.prior == "l2":
+        if self.prior in ("l2", "structured"):
             self.log_evidence_ = dirlin_log_evidence(x, y, penalty, self.coef_, self.intercept_)
-        k = x.shape[1]
-        dims = {"W": ["class_out", "class_in"], "b": ["class_out"]}
-        coords = {"class_out": np.arange(k), "class_in": np.arange(k)}
-        if self.sampler == "laplace":
+        if self.sampler_ == "laplace":
             rng = np.random.default_rng(self.random_seed)
             z = rng.standard_normal((self.chains, self.draws, gauge.dim))
             W, b = gauge.split(gauge.to_raw(theta + z @ L.T))
-            self.idata_ = _compat.from_dict(
-                {"posterior": {"W": W, "b": b}}, dims=dims, coords=coords
-            )
+            self.idata_ = _compat.from_dict({"posterior": {"W": W, "b": b}}, dims=_DIMS,
+                                            coords=_coords(x.shape[1]))
+            return
+        model = dirlin_model(x, y, gauge, whiten=(theta, L))
+        self.idata_ = self._sample(model, ["W", "b"])
+
+    # -- prior and posterior predictive ----------------------------------
+    def sample_prior_predictive(self, scores: ArrayLike, *, draws: int = 500,
+                                random_seed: int | None = None):
+        r"""Draws of the map from the prior and labels simulated from them.
+
+        Available for the proper priors that do not depend on the data
+        (``"hierarchical"``, ``"fixed"``, ``"temperature"``, ``"l2"``); the
+        fitted estimator is not needed (``scores`` gives ``k``).
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples, n_classes)
+            Uncalibrated scores to apply the prior maps to.
+        draws : int, default=500
+        random_seed : int or None
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            Groups ``prior`` (``W``, ``b``, and ``s``, ``tau`` for the
+            structured priors; one chain) and ``prior_predictive`` (``y``,
+            dims ``chain, draw, obs``).
+        """
+        self._check_params()
+        check_positive_int(draws, "draws")
+        if self.prior in ("odir", "structured"):
+            raise ValueError(f"prior={self.prior!r} has no prior predictive: "
+                             + ("its diagonal is flat (improper)" if self.prior == "odir"
+                                else "its centre is fitted to the labels"))
+        x = log_features(check_scores(scores, kind=self.input), kind=self.input, eps=self.eps)
+        k = x.shape[1]
+        rng = np.random.default_rng(random_seed)
+        groups: dict[str, Any]
+        if self.prior in _STRUCTURED:
+            prior = self._structured_prior()
+            theta = draw_prior(prior, k, draws, rng)
+            s, W, b = maps_of(theta, prior, k)
+            tau = np.stack([_group_scales_draws(t, prior, k) for t in theta])
+            groups = {"s": s[None], "tau": tau[None], "W": W[None], "b": b[None]}
         else:
-            model = dirlin_model(x, y, gauge, whiten=(theta, L))
-            idata = sample_model(
-                model,
-                sampler=self.sampler,
-                draws=self.draws,
-                tune=self.tune,
-                chains=self.chains,
-                random_seed=self.random_seed,
-                var_names=["W", "b"],
-                target_accept=self.target_accept,
-                progressbar=self.progressbar,
-            )
-            self.idata_ = idata
-        stats = SufficientStatistics.from_features(x, y)
-        counts, S = stats.counts, stats.sums
-        self._stats = {"counts": counts, "S": S}
+            p = penalty_to_prior(self._penalty(k), x.shape[0])
+            W = p.center_W + p.sd_W * rng.standard_normal((draws, k, k))
+            b = p.center_b + p.sd_b * rng.standard_normal((draws, k))
+            groups = {"W": W[None], "b": b[None]}
+        y_sim = _simulate_labels(groups["W"][0], groups["b"][0], x, rng)[None]
+        return _compat.from_dict(
+            {"prior": groups, "prior_predictive": {"y": y_sim}},
+            dims=_DIMS | {"tau": ["group"], "y": ["obs"]},
+            coords=_coords(k) | {"group": list(GROUPS), "obs": np.arange(x.shape[0])})
+
+    def sample_posterior_predictive(self, scores: ArrayLike, y: ArrayLike | None = None, *,
+                                    random_seed: int | None = None):
+        """Labels simulated from every posterior draw's map at ``scores``.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples, n_classes)
+        y : array-like of shape (n_samples,), optional
+            Observed labels, stored as ``observed_data`` (for ArviZ's
+            posterior predictive plots).
+        random_seed : int or None
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            Group ``posterior_predictive`` (``y``, dims ``chain, draw, obs``)
+            and, with ``y``, ``observed_data``.
+        """
+        return _posterior_predictive(self, scores, y, random_seed)
+
+
+_DIMS = {"W": ["class_out", "class_in"], "b": ["class_out"]}
+
+
+def _coords(k: int) -> dict[str, Any]:
+    return {"class_out": np.arange(k), "class_in": np.arange(k)}
+
+
+def _group_scales_draws(theta: Array, prior: StructuredPrior, k: int) -> Array:
+    from bayescal.bayes.hierarchical import group_scales
+
+    return np.array([float(t) for t in group_scales(theta, prior, k)])
+
+
+def _simulate_labels(W: Array, b: Array, x: Array, rng: np.random.Generator) -> Array:
+    """One label per (draw, sample) from ``softmax(W_s x_i + b_s)``, shape (draws, n)."""
+    z = np.einsum("ni,sji->snj", x, W) + b[:, None, :]
+    p = np.exp(z - logsumexp(z, axis=-1, keepdims=True))
+    u = rng.random(p.shape[:2])[..., None]
+    return np.minimum((np.cumsum(p, axis=-1) < u).sum(axis=-1), x.shape[1] - 1)
+
+
+def _posterior_predictive(est: Any, scores: ArrayLike, y: ArrayLike | None,
+                          random_seed: int | None) -> Any:
+    check_is_fitted(est, "idata_")
+    x = est._features(scores)
+    n, k = x.shape
+    post = est.idata_.posterior
+    W, b = post["W"].values, post["b"].values
+    lead = W.shape[:2]
+    y_sim = _simulate_labels(W.reshape(-1, k, k), b.reshape(-1, k), x,
+                             np.random.default_rng(random_seed)).reshape(*lead, n)
+    groups: dict[str, Any] = {"posterior_predictive": {"y": y_sim}}
+    if y is not None:
+        groups["observed_data"] = {"y": est._encode_labels(y, n_samples=n, n_classes=k)[1]}
+    return _compat.from_dict(groups, dims={"y": ["obs"]}, coords={"obs": np.arange(n)})
 
 
 class BayesianGenerativeCalibrator(_BayesianFamilyBase):
@@ -605,6 +1022,16 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         Symmetric Dirichlet concentration of the class priors.
     draws, tune, chains, sampler, random_seed, input, eps, target_accept, progressbar
         As in :class:`BayesianDirichletCalibrator`.
+    rhat_max, ess_min, max_divergences, on_failure
+        Convergence checks, as in :class:`BayesianDirichletCalibrator`.
+    log_likelihood : bool, default=True
+        Store in ``idata_.log_likelihood`` the pointwise
+        :math:`\ln p(y_i \mid q_i)` of every draw's calibration map (variable
+        ``y``, comparable with the linear model's) and the joint
+        :math:`\ln p(q_i, y_i)` (variable ``q_y``), which is what the
+        posterior conditions on: exact leave-one-out of the calibrated
+        predictions weights draws by the joint and scores the conditional,
+        which :func:`bayescal.bayes.compare` does.
     classes : array-like of shape (n_classes,), default=None
         As in :class:`BayesianDirichletCalibrator`.
 
@@ -619,7 +1046,11 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
     alpha_mode_, pi_mode_ : ndarray
         That mode.
     prior_ : DirGenPrior
-    diagnostics_, model_id_
+    log_evidence_ : float
+        Laplace estimate of :math:`\ln p(q, y)`, the evidence of the DirGen
+        model for the scores and labels (exact for the labels, Laplace per
+        class for the concentrations); for comparing ``alpha_prior`` choices.
+    diagnostics_, sampler_, model_id_
         As in :class:`BayesianDirichletCalibrator`.
     """
 
@@ -633,13 +1064,18 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 4,
-        sampler: str = "pymc",
+        sampler: str = "auto",
         random_seed: int | None = None,
         input: str = "probs",
         eps: float = EPS,
         target_accept: float = 0.8,
         classes: ArrayLike | None = None,
         progressbar: bool = True,
+        rhat_max: float = 1.01,
+        ess_min: float = 400.0,
+        max_divergences: int = 0,
+        on_failure: str = "raise",
+        log_likelihood: bool = True,
     ) -> None:
         self.alpha_prior = alpha_prior
         self.pi_prior = pi_prior
@@ -653,6 +1089,11 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.target_accept = target_accept
         self.classes = classes
         self.progressbar = progressbar
+        self.rhat_max = rhat_max
+        self.ess_min = ess_min
+        self.max_divergences = max_divergences
+        self.on_failure = on_failure
+        self.log_likelihood = log_likelihood
 
     def _prior(self) -> DirGenPrior:
         ap = self.alpha_prior
@@ -670,17 +1111,18 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         stats = SufficientStatistics.from_features(x, y)
         counts, S = stats.counts, stats.sums
         u, neg_hess = dirgen_mode(counts, S, prior)
-        L = np.stack([_inv_chol(h) for h in neg_hess])
+        L = np.stack([whitening(h) for h in neg_hess])
         rng = np.random.default_rng(self.random_seed)
         shape = (self.chains, self.draws)
-        if self.sampler == "laplace":
+        self.log_evidence_ = dirgen_log_evidence(u, neg_hess, counts, S, prior)
+        if self.sampler_ == "laplace":
             z = rng.standard_normal((*shape, k, k))
             alpha = np.exp(u + np.einsum("jab,cdjb->cdja", L, z))
         else:
             model = dirgen_model(counts, S, prior, whiten=(u, L), include_pi=False)
             idata = sample_model(
                 model,
-                sampler=self.sampler,
+                sampler=self.sampler_,
                 draws=self.draws,
                 tune=self.tune,
                 chains=self.chains,
@@ -700,7 +1142,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         post = _compat.from_dict(
             {"posterior": {"alpha": alpha, "pi": pi, "W": W, "b": b}}, dims=dims, coords=coords
         )
-        if self.sampler == "laplace":
+        if self.sampler_ == "laplace":
             self.idata_ = post
         else:  # keep the sampler's other groups (sample_stats: divergences, ...)
             _compat.set_group(idata, "posterior", _compat.group_dataset(post, "posterior"))
@@ -710,6 +1152,23 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.coef_, self.intercept_ = W0, b0
         self.alpha_mode_, self.pi_mode_ = np.exp(u), pi_mode
         self._stats = {"counts": counts, "S": S}
+
+    def _add_log_likelihood(self, x: Array, y: Array) -> None:
+        super()._add_log_likelihood(x, y)
+        group = _compat.group_dataset(self.idata_, "log_likelihood")
+        post = self.idata_.posterior
+        joint = dirgen_pointwise_joint(post["alpha"].values, post["pi"].values, x, y)
+        group = group.assign(q_y=(("chain", "draw", "obs"), joint))
+        _compat.set_group(self.idata_, "log_likelihood", group)
+
+    def sample_posterior_predictive(self, scores: ArrayLike, y: ArrayLike | None = None, *,
+                                    random_seed: int | None = None):
+        """Labels simulated from every posterior draw's calibration map at ``scores``.
+
+        As :meth:`BayesianDirichletCalibrator.sample_posterior_predictive`
+        (labels given the scores, the calibration question).
+        """
+        return _posterior_predictive(self, scores, y, random_seed)
 
     def _restore(self) -> None:
         # W = alpha - 1 and b = ln pi + lnGamma(sum alpha) - sum lnGamma(alpha)

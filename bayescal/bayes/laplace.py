@@ -46,9 +46,15 @@ from scipy.special import digamma, gammaln, polygamma
 from bayescal.bayes.priors import DirGenPrior
 
 __all__ = [
+    "conditional_whitening",
+    "dirgen_log_evidence",
     "dirgen_log_posterior",
     "dirgen_mode",
+    "dirgen_pointwise_joint",
     "dirlin_log_evidence",
+    "finite_difference_hessian",
+    "structured_mode",
+    "whitening",
 ]
 
 Array = NDArray[np.float64]
@@ -127,6 +133,28 @@ def _dirgen_grad_hess(u: Array, counts: Array, S: Array, prior: DirGenPrior):
     return grad, neg_hess, fisher
 
 
+#: Largest change of any ln(alpha) in one Newton iteration of :func:`dirgen_mode`.
+MAX_LOG_STEP = 2.0
+
+
+def _ascent_step(neg_hess: Array, fisher: Array, grad: Array) -> Array:
+    """Newton step where the negative Hessian is positive definite, else Fisher scoring.
+
+    The Fisher part is positive definite in exact arithmetic; should rounding
+    make it otherwise, its eigenvalues are floored (the step is then a
+    scaled gradient ascent step, still uphill).
+    """
+    for H in (neg_hess, fisher):
+        try:
+            c = np.linalg.cholesky(H)
+            return np.linalg.solve(c.T, np.linalg.solve(c, grad))
+        except np.linalg.LinAlgError:
+            continue
+    vals, vecs = np.linalg.eigh(fisher)
+    vals = np.maximum(vals, 1e-8 * max(float(np.abs(vals).max()), 1.0))
+    return vecs @ ((vecs.T @ grad) / vals)
+
+
 def dirgen_mode(
     counts: ArrayLike,
     S: ArrayLike,
@@ -156,11 +184,11 @@ def dirgen_mode(
         grad, neg_hess, fisher = _dirgen_grad_hess(u, counts, S, prior)
         step = np.empty_like(u)
         for j in range(k):
-            try:
-                c = np.linalg.cholesky(neg_hess[j])
-            except np.linalg.LinAlgError:
-                c = np.linalg.cholesky(fisher[j])
-            step[j] = np.linalg.solve(c.T, np.linalg.solve(c, grad[j]))
+            step[j] = _ascent_step(neg_hess[j], fisher[j], grad[j])
+        # Newton steps far from the mode can be huge (tiny concentrations of
+        # scores at the floor): at most MAX_LOG_STEP in ln(alpha) per iteration.
+        size = np.abs(step).max(axis=1)
+        step *= np.minimum(1.0, MAX_LOG_STEP / np.maximum(size, 1e-300))[:, None]
         t = np.ones(k)
         for _ in range(60):
             new = u + t[:, None] * step
@@ -169,6 +197,9 @@ def dirgen_mode(
             if not bad.any():
                 break
             t[bad] *= 0.5
+        t[bad] = 0.0  # no improving step found for these classes: they stay put
+        new = u + t[:, None] * step
+        fn = np.where(bad, f, fn)
         u, f = new, fn
         if np.max(np.abs(grad)) < tol * max(1.0, counts.max()) or np.max(
             np.abs(t[:, None] * step)
@@ -176,3 +207,161 @@ def dirgen_mode(
             break
     _, neg_hess, _ = _dirgen_grad_hess(u, counts, S, prior)
     return u, neg_hess
+
+
+def dirgen_log_evidence(log_alpha: ArrayLike, neg_hessian: ArrayLike, counts: ArrayLike,
+                        S: ArrayLike, prior: DirGenPrior) -> float:
+    r"""Log evidence :math:`\ln p(q, y)` of the Bayesian DirGen model.
+
+    The labels' part is exact (Dirichlet-multinomial):
+    :math:`\ln\Gamma(ka) - \ln\Gamma(ka + n) + \sum_j [\ln\Gamma(a + n_j) - \ln\Gamma(a)]`.
+    Each class's concentrations get a Laplace approximation in
+    :math:`u = \ln\alpha_j` at the mode ``log_alpha`` (rows independent a
+    posteriori): :math:`\ln p(S_j \mid u^*) + \ln N(u^*; m, s^2) +
+    \tfrac k2 \ln 2\pi - \tfrac12 \ln\det H_j`.
+
+    Parameters
+    ----------
+    log_alpha : array-like of shape (k, k)
+        The mode (:func:`dirgen_mode`).
+    neg_hessian : array-like of shape (k, k, k)
+        Negative Hessians there (positive definite).
+    counts, S : array-like
+        Class counts and sums of log features.
+    prior : DirGenPrior
+
+    Returns
+    -------
+    float
+    """
+    u = np.asarray(log_alpha, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    k = u.shape[1]
+    a = prior.pi_concentration
+    labels = float(gammaln(k * a) - gammaln(k * a + counts.sum())
+                   + np.sum(gammaln(a + counts) - gammaln(a)))
+    ll = dirgen_log_posterior(u, counts, S, prior)  # likelihood - sum z^2 / 2
+    log_norm = -0.5 * k * np.log(2.0 * np.pi * prior.log_alpha_sigma**2)
+    _, logdet = np.linalg.slogdet(np.asarray(neg_hessian, dtype=np.float64))
+    per_class = ll + log_norm + 0.5 * k * np.log(2.0 * np.pi) - 0.5 * logdet
+    return labels + float(per_class.sum())
+
+
+def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) -> Array:
+    """``ln pi_{y_i} + ln Dir(q_i; alpha_{y_i})`` per draw and sample, shape (..., n).
+
+    ``x`` are the floored log features (``ln q``), as in the likelihood the
+    posterior was sampled with.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    pi = np.asarray(pi, dtype=np.float64)
+    lead = alpha.shape[:-2]
+    n, k = x.shape
+    af, pf = alpha.reshape(-1, k, k), pi.reshape(-1, k)
+    out = np.empty((af.shape[0], n))
+    step = max(1, 20_000_000 // max(1, n * k))  # bounds the (draws, n, k) temporaries
+    for s in range(0, af.shape[0], step):
+        A = af[s : s + step][:, y]                           # (draws, n, k)
+        logn = gammaln(A.sum(axis=-1)) - gammaln(A).sum(axis=-1)
+        out[s : s + step] = (logn + np.einsum("sni,ni->sn", A - 1.0, x)
+                             + np.log(pf[s : s + step][:, y]))
+    return out.reshape(*lead, n)
+
+
+def finite_difference_hessian(grad: Any, theta: ArrayLike, *, step: float = 1e-5) -> Array:
+    """Symmetrised central-difference Hessian of a function from its gradient.
+
+    Parameters
+    ----------
+    grad : callable
+        ``grad(theta) -> ndarray`` of shape (d,).
+    theta : array-like of shape (d,)
+    step : float, default=1e-5
+        Relative step ``h_i = step * max(1, |theta_i|)``.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    d = theta.shape[0]
+    H = np.empty((d, d))
+    for i in range(d):
+        h = step * max(1.0, abs(theta[i]))
+        e = np.zeros(d)
+        e[i] = h
+        H[:, i] = (grad(theta + e) - grad(theta - e)) / (2.0 * h)
+    return 0.5 * (H + H.T)
+
+
+def whitening(neg_hessian: ArrayLike) -> Array:
+    """``L`` with ``L L^T = H^{-1}`` for a symmetric ``H`` (eigenvalues floored if needed).
+
+    A Hessian that is not positive definite (a mode found only
+    approximately, or a nearly flat direction) has its eigenvalues floored
+    at ``1e-8`` times the largest, so ``L`` is always defined; it is only used
+    to whiten the sampler's coordinates, so this changes no density.
+    """
+    H = np.asarray(neg_hessian, dtype=np.float64)
+    try:
+        C = np.linalg.cholesky(H)
+        return np.linalg.inv(C).T
+    except np.linalg.LinAlgError:
+        vals, vecs = np.linalg.eigh(H)
+        vals = np.maximum(vals, 1e-8 * max(vals.max(), 1.0))
+        return vecs / np.sqrt(vals)
+
+
+def structured_mode(
+    log_posterior: Any,
+    theta0: ArrayLike,
+    *,
+    max_iter: int = 2000,
+    gtol: float = 1e-6,
+) -> tuple[Array, Array, Any]:
+    r"""Mode of the structured model's log posterior and the whitening there.
+
+    L-BFGS on :math:`-\ln p(\theta \mid y)` (analytic gradient from
+    :func:`bayescal.bayes.models.structured_log_posterior`), then the
+    central-difference Hessian of the gradient at the mode.
+
+    Returns
+    -------
+    theta : ndarray of shape (d,)
+        The mode (in the non-centred coordinates, where it always exists:
+        the Jacobian of :math:`\tau = e^\ell` keeps every scale away from 0).
+    L : ndarray of shape (d, d)
+        ``L L^T`` is the inverse of the negative Hessian (:func:`whitening`).
+    result : scipy.optimize.OptimizeResult
+    """
+    from scipy.optimize import minimize
+
+    def neg(t: Array) -> tuple[float, Array]:
+        v, g = log_posterior(t)
+        return -v, -g
+
+    res = minimize(neg, np.asarray(theta0, dtype=np.float64), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iter, "gtol": gtol, "maxcor": 30})
+    H = finite_difference_hessian(lambda t: neg(t)[1], res.x)
+    return res.x, whitening(H), res
+
+
+def conditional_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any):
+    """The :class:`~bayescal.bayes.models.ConditionalWhitening` at a mode ``theta``.
+
+    The log likelihood's gradient and negative Hessian in the raw
+    parameters ``concat(W.ravel(), b)`` at the mode's map, from the shared
+    solver's exact derivatives (:func:`bayescal.optimize.multinomial_objective`).
+    """
+    from bayescal.bayes.hierarchical import structured_map
+    from bayescal.bayes.models import ConditionalWhitening
+    from bayescal.optimize import multinomial_objective
+
+    theta = np.asarray(theta, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    n, k = x.shape
+    _, W, b = structured_map(theta, prior, k)
+    r = np.concatenate([np.ravel(W), np.ravel(b)])
+    _, g, H = multinomial_objective(r, x, y, structure="full", penalty=None, hessian=True)
+    return ConditionalWhitening(hyper_loc=theta[: 1 + sum(prior.sampled)].copy(),
+                                fisher=n * H, grad=-n * g, r_star=r)

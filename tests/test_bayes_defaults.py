@@ -1,0 +1,256 @@
+"""The Bayesian calibrators at their defaults: proper priors, honest failure, LOO.
+
+* the default (hierarchical) DirLin prior: prior predictive not degenerate,
+  a class absent from the labels gives a proper, converged posterior, a small
+  seeded simulation-based calibration (SBC, Talts et al. 2018);
+* a posterior failing its convergence checks raises
+  :class:`~bayescal.bayes.ConvergenceError` (or warns on request) and leaves
+  the estimator unfitted;
+* ``log_likelihood`` in ``idata_``: :func:`arviz.loo` on both estimators and
+  :func:`bayescal.bayes.compare`;
+* the penalty reading of the structured MAP default still has the MAP fit as
+  its mode.
+
+Budget: small k = 3 posteriors, 2 chains of a few hundred draws, each fitted
+once per module.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+from sklearn.exceptions import NotFittedError
+
+from bayescal import (
+    BayesianDirichletCalibrator,
+    BayesianGenerativeCalibrator,
+    DirichletCalibrator,
+    make_dirgen,
+)
+from bayescal._validation import EPS
+from bayescal.bayes import ConvergenceError, SamplingWarning, compare
+from bayescal.bayes.hierarchical import draw_prior, maps_of
+from bayescal.maps import dirlin_map, log_features
+
+K = 3
+#: Short runs that still pass the default checks (R-hat 1.01, ESS 400, no divergence);
+#: two chains of 500 fell short of ESS 400 on PyMC 6.
+SMALL = {"draws": 500, "tune": 500, "chains": 4, "progressbar": False}
+
+
+@pytest.fixture(scope="module")
+def data():
+    q, y, _, _ = make_dirgen(200, K, rng=4)
+    return q, y
+
+
+@pytest.fixture(scope="module")
+def default_fit(data):
+    """The default prior and sampler, default checks (a failure raises)."""
+    return BayesianDirichletCalibrator(random_seed=1, **SMALL).fit(*data)
+
+
+@pytest.fixture(scope="module")
+def dirgen_fit(data):
+    return BayesianGenerativeCalibrator(random_seed=1, **SMALL).fit(*data)
+
+
+@pytest.fixture(scope="module")
+def temperature_fit(data):
+    return BayesianDirichletCalibrator(prior="temperature", random_seed=1,
+                                       **SMALL).fit(*data)
+
+
+def test_default_fit_passes_its_checks(default_fit):
+    d = default_fit.diagnostics_
+    assert d["passed"] and d["divergences"] == 0 and d["r_hat_max"] <= 1.01, d
+    assert default_fit.prior_.kind == "hierarchical"
+    post = default_fit.idata_.posterior
+    assert {"s", "tau", "W", "b", "A", "c"} <= set(post.data_vars)
+    assert np.all(post["tau"].values > 0) and np.all(post["s"].values > 0)
+
+
+def test_prior_predictive_is_not_degenerate():
+    """At n = 30, k = 10, fewer than half of the prior maps' outputs are > 0.99 on one class.
+
+    (The penalty reading of ODIR at n = 30 put > 0.99 on one class in 89-99 % of them.)
+    """
+    q = make_dirgen(30, 10, rng=3)[0]
+    idata = BayesianDirichletCalibrator().sample_prior_predictive(q, draws=500, random_seed=0)
+    W, b = idata.prior["W"].values[0], idata.prior["b"].values[0]
+    p = np.stack([dirlin_map(q, W[s], b[s]) for s in range(W.shape[0])])
+    share = float(np.mean(p.max(axis=-1) > 0.99))
+    share_q = float(np.mean(q.max(axis=-1) > 0.99))
+    assert share < 0.5, share
+    assert share < max(0.5, 2 * share_q)
+    y_sim = idata.prior_predictive["y"].values[0]
+    assert y_sim.shape == (500, 30) and len(np.unique(y_sim)) == 10
+    # the scales are the hyperprior's: tau ~ HalfNormal(1), ln s ~ N(0, 1.5^2)
+    tau = idata.prior["tau"].values[0]
+    assert np.all(tau > 0) and 0.5 < np.median(tau) < 0.9
+    assert abs(np.median(np.log(idata.prior["s"].values[0]))) < 0.3
+
+
+@pytest.fixture(scope="module")
+def absent_fit(data):
+    """Class 2 absent from the labels; the estimator's own draws, tune and chains."""
+    q, y = data
+    keep = y != 2
+    est = BayesianDirichletCalibrator(classes=[0, 1, 2], random_seed=2, progressbar=False,
+                                      on_failure="warn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SamplingWarning)  # judged below
+        return est.fit(q[keep], y[keep])
+
+
+def test_absent_class_gives_a_proper_posterior(absent_fit, data):
+    q, y = data
+    W, b = absent_fit.posterior_draws("W"), absent_fit.posterior_draws("b")
+    # bounded: no drift to W_22 = 4e12 as with the flat ODIR diagonal
+    assert np.all(np.isfinite(W)) and np.abs(W).max() < 50 and np.abs(b).max() < 50
+    assert absent_fit.diagnostics_["r_hat_max"] <= 1.01, absent_fit.diagnostics_
+    p = absent_fit.predict_proba(q[y == 2])
+    assert np.all(p[:, 2] > 0) and np.all(p[:, 2] < 1)
+
+
+@pytest.mark.xfail(reason="open: with a class absent the default sampler still leaves a few "
+                          "divergences (measured 9 in 4 x 1000 draws at target_accept=0.95, "
+                          "k=3, n=133), so the default fit raises ConvergenceError",
+                   strict=False)
+def test_absent_class_fit_passes_the_default_checks(absent_fit):
+    d = absent_fit.diagnostics_
+    assert d["passed"] and d["divergences"] == 0, d
+
+
+def test_convergence_error_leaves_the_estimator_unfitted(data):
+    q, y = data
+    est = BayesianDirichletCalibrator(draws=30, tune=30, chains=2, random_seed=0,
+                                      progressbar=False)
+    with pytest.raises(ConvergenceError, match=r"failed its convergence checks: .*ESS"):
+        est.fit(q, y)
+    with pytest.raises(NotFittedError):
+        est.predict_proba(q)
+    assert not hasattr(est, "idata_")
+    with pytest.warns(SamplingWarning, match="ESS"):
+        est.set_params(on_failure="warn").fit(q, y)
+    assert est.diagnostics_["passed"] is False
+    assert est.predict_proba(q[:5]).shape == (5, K)
+
+
+def test_strict_thresholds_raise_on_a_good_posterior(default_fit, data):
+    """The thresholds are the user's: an R-hat bound of exactly 1 fails every finite run."""
+    est = BayesianDirichletCalibrator(prior="temperature", rhat_max=1.0, random_seed=3, **SMALL)
+    with pytest.raises(ConvergenceError, match="R-hat"):
+        est.fit(*data)
+
+
+def test_arviz_loo_on_both_estimators(default_fit, dirgen_fit, data):
+    import arviz as az
+
+    n = data[0].shape[0]
+    for est in (default_fit, dirgen_fit):
+        ll = est.idata_.log_likelihood["y"]
+        assert ll.shape == (4, 500, n)
+        assert np.all(np.isfinite(ll.values)) and np.all(ll.values <= 0)
+    loo = az.loo(default_fit.idata_, pointwise=True)
+    elpd = float(getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan)))
+    assert np.isfinite(elpd) and elpd < 0
+    # DirGen's log_likelihood holds ln p(y | q) ("y", what compare scores) and the
+    # joint ln p(q, y) ("q_y"); name the one az.loo should read
+    loo_g = az.loo(dirgen_fit.idata_, var_name="y")
+    assert np.isfinite(float(getattr(loo_g, "elpd_loo", getattr(loo_g, "elpd", np.nan))))
+
+
+def test_compare_ranks_dirlin_dirgen_and_temperature(default_fit, dirgen_fit, temperature_fit,
+                                                     data):
+    table = compare({"dirlin": default_fit, "dirgen": dirgen_fit,
+                     "temperature": temperature_fit}, *data)
+    assert set(table.index) == {"dirlin", "dirgen", "temperature"}
+    assert list(table["rank"]) == [0, 1, 2] or list(table["rank"]) == [1, 2, 3]
+    assert np.all(np.diff(table["elpd_loo"].to_numpy()) <= 0)  # best first
+    assert table["elpd_diff"].iloc[0] == 0
+    assert np.all(table["se"] > 0) and np.all(np.isfinite(table["p_loo"]))
+    # the DirLin LOO of compare is az.loo's (label given scores); az.loo estimates
+    # the relative efficiency of the draws, compare takes reff=1 (a 1e-6 effect here)
+    import arviz as az
+
+    loo = az.loo(default_fit.idata_)
+    elpd = float(getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan)))
+    assert table.loc["dirlin", "elpd_loo"] == pytest.approx(elpd, rel=1e-4)
+
+
+def test_structured_penalty_prior_mode_is_the_map_default(data):
+    """prior="structured" (the penalty reading) has DirichletCalibrator(reg="structured")'s map."""
+    q, y = data
+    qt = make_dirgen(300, K, rng=5)[0]
+    for lam, diag, mu in ((1.0, 1.0, 1.0), (3.0, 0.5, 2.0)):
+        ref = DirichletCalibrator(reg="structured", reg_lambda=lam, reg_diag=diag, reg_mu=mu,
+                                  eps=EPS, tol=1e-10).fit(q, y)
+        est = BayesianDirichletCalibrator(prior="structured", reg_lambda=lam, reg_diag=diag,
+                                          reg_mu=mu, sampler="laplace", draws=10,
+                                          chains=1).fit(q, y)
+        gap = np.max(np.abs(est.predict_proba(qt, kind="map") - ref.predict_proba(qt)))
+        kw = (lam, diag, mu)
+        assert gap <= 1e-5, (kw, gap)
+
+
+@pytest.mark.slow
+def test_seeded_small_sbc():
+    """Simulation-based calibration of the default prior and sampler (k = 3, n = 30).
+
+    Each replication draws (s, tau, W, b) from the prior and labels from the
+    map, fits the default estimator, and ranks the true log-likelihood and
+    ln s among thinned posterior draws. With uniform ranks the chi-square
+    p-value over 4 bins is uniform: p > 0.001 fails a correct sampler once
+    in a thousand runs, and a grossly biased posterior (rank p = 1e-33 was
+    measured for the Laplace sampler at the old ODIR default) fails it. Ten
+    replications (~20 s each, compilation included) only catch gross errors;
+    benchmarks/bench_bayes.py runs the full check.
+    """
+    from scipy.special import log_softmax
+
+    n, reps, keep = 30, 10, 99
+    q = make_dirgen(n, K, rng=12345)[0]
+    x = log_features(q)
+    prior = BayesianDirichletCalibrator()._structured_prior()
+    ranks: dict[str, list[int]] = {"log_s": [], "loglik": []}
+    for r in range(reps):
+        rng = np.random.default_rng([2024, r])
+        theta = draw_prior(prior, K, 1, rng)
+        s, W, b = maps_of(theta, prior, K)
+        p = np.exp(log_softmax(x @ W[0].T + b[0], axis=1))
+        y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, K - 1)
+        est = BayesianDirichletCalibrator(classes=list(range(K)), random_seed=r, draws=200,
+                                          tune=300, chains=2, progressbar=False,
+                                          on_failure="warn", ess_min=100)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SamplingWarning)  # judged by the ranks
+            est.fit(q, y)
+        post = est.idata_.posterior
+        Wd, bd = post["W"].values.reshape(-1, K, K), post["b"].values.reshape(-1, K)
+        ll = log_softmax(np.einsum("ni,sji->snj", x, Wd) + bd[:, None, :], axis=-1)
+        ll = ll[:, np.arange(n), y].sum(axis=1)
+        ll0 = log_softmax(x @ W[0].T + b[0], axis=1)[np.arange(n), y].sum()
+        idx = np.linspace(0, ll.size - 1, keep).round().astype(int)
+        ranks["loglik"].append(int(np.sum(ll[idx] < ll0)))
+        ranks["log_s"].append(int(np.sum(np.log(post["s"].values.ravel()[idx]) < np.log(s[0]))))
+    for name, rk in ranks.items():
+        counts = np.bincount(np.asarray(rk) * 4 // (keep + 1), minlength=4)
+        assert chisquare(counts).pvalue > 1e-3, (name, counts)
+
+
+
+def test_psis_log_weights_follow_the_log_ratios():
+    """_compat.psislw smooths log *ratios* on both ArviZ stacks (arviz-stats negates its input)."""
+    from scipy.special import logsumexp
+
+    from bayescal.bayes import _compat
+
+    r = np.random.default_rng(0).normal(size=(3, 2000))
+    lw, k = _compat.psislw(r, 1.0)
+    np.testing.assert_allclose(logsumexp(lw, axis=1), 0.0, atol=1e-10)
+    assert all(np.corrcoef(lw[i], r[i])[0, 1] > 0.99 for i in range(3))
+    assert k.shape == (3,) and np.all(k < 0.7)
