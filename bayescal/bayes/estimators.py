@@ -586,8 +586,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
     Parameters
     ----------
-    prior : {"hierarchical", "fixed", "temperature", "structured", "odir", "l2"}, \
-default="hierarchical"
+    prior : str, default="hierarchical"
+        One of ``"hierarchical"``, ``"fixed"``, ``"temperature"``,
+        ``"structured"``, ``"odir"``, ``"l2"`` (above).
     reg_lambda : float, default=1.0
         Off-diagonal strength (``"fixed"``, ``"structured"``; ``"odir"``,
         ``"l2"``: the paper's ``lambda``). ``inf`` pins the group at the centre
