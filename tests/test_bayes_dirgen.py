@@ -30,7 +30,7 @@ def nuts_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SamplingWarning)  # must converge
         return BayesianGenerativeCalibrator(
-            draws=500, tune=300, chains=2, random_seed=8
+            draws=500, tune=500, chains=4, random_seed=8
         ).fit(q, y)
 
 
