@@ -66,6 +66,7 @@ from bayescal.bayes.hierarchical import (
     structured_map,
 )
 from bayescal.bayes.laplace import (
+    CHUNK_ELEMENTS,
     dirgen_log_evidence,
     dirgen_mode,
     dirgen_pointwise_joint,
@@ -91,7 +92,7 @@ Array = NDArray[np.float64]
 SAMPLERS = ("auto", "pymc", "nutpie", "numpyro", "laplace", "advi")
 _MCMC = ("pymc", "nutpie", "numpyro")
 #: Draws processed together when averaging maps (bounds memory to ~160 MB).
-_CHUNK_ELEMENTS = 20_000_000
+_CHUNK_ELEMENTS = CHUNK_ELEMENTS
 
 
 def resolve_sampler(sampler: str) -> str:

@@ -247,6 +247,10 @@ def dirgen_log_evidence(log_alpha: ArrayLike, neg_hessian: ArrayLike, counts: Ar
     return labels + float(per_class.sum())
 
 
+#: Elements of the (draws, n, k) temporaries computed at once by the per-draw loops.
+CHUNK_ELEMENTS = 20_000_000
+
+
 def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) -> Array:
     """``ln pi_{y_i} + ln Dir(q_i; alpha_{y_i})`` per draw and sample, shape (..., n).
 
@@ -259,7 +263,7 @@ def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) 
     n, k = x.shape
     af, pf = alpha.reshape(-1, k, k), pi.reshape(-1, k)
     out = np.empty((af.shape[0], n))
-    step = max(1, 20_000_000 // max(1, n * k))  # bounds the (draws, n, k) temporaries
+    step = max(1, CHUNK_ELEMENTS // max(1, n * k))
     for s in range(0, af.shape[0], step):
         A = af[s : s + step][:, y]                           # (draws, n, k)
         logn = gammaln(A.sum(axis=-1)) - gammaln(A).sum(axis=-1)
