@@ -237,16 +237,17 @@ def diagnose(
 
 
 def enforce(diagnostics: dict[str, Any], *, on_failure: str, sampler: str,
-            idata: Any = None) -> None:
+            idata: Any = None, hint: str = "") -> None:
     """Raise :class:`ConvergenceError` (or warn) when ``diagnostics`` did not pass.
 
     ``on_failure="raise"`` raises, ``"warn"`` issues a
     :class:`SamplingWarning`; nothing happens when the diagnostics passed.
+    ``hint``, when given, is appended to the message (what to try).
     """
     if diagnostics["passed"]:
         return
     message = (f"the posterior sampled by sampler={sampler!r} failed its convergence checks: "
-               + "; ".join(diagnostics["problems"]))
+               + "; ".join(diagnostics["problems"]) + (f". {hint}" if hint else ""))
     if on_failure == "warn":
         warnings.warn(message, SamplingWarning, stacklevel=3)
         return

@@ -164,6 +164,10 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     _diag_vars: tuple[str, ...] = ("W", "b")
 
     # -- fitting ----------------------------------------------------------
+    def _failure_hint(self, y: Array, k: int) -> str:
+        """What to try when the posterior fails its checks ("" : nothing specific)."""
+        return ""
+
     def fit(self, scores: ArrayLike, y: ArrayLike):
         """Sample the posterior of the calibration map.
 
@@ -205,7 +209,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             self.diagnostics_ = self._diagnose()
             if self.sampler_ in _MCMC:
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
-                        idata=self.idata_)
+                        idata=self.idata_, hint=self._failure_hint(data.y, data.x.shape[1]))
             if self.log_likelihood:
                 self._add_log_likelihood(data.x, data.y)
             self._stamp()
@@ -755,6 +759,23 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             raise ValueError(f"prior={self.prior!r} needs reg_lambda > 0; got {self.reg_lambda!r}")
         self._structured_prior()
         self._check_common()
+
+    def _failure_hint(self, y: Array, k: int) -> str:
+        """Name the classes without calibration samples, and what samples them.
+
+        With a class absent from the labels the posterior is proper but has a
+        sharp edge (the absent class's logit is free below, held by the
+        likelihood above) that NUTS crosses with a few divergences under the
+        hierarchical scales (docs/benchmarks.md, *Bayesian defaults*).
+        """
+        absent = np.flatnonzero(np.bincount(y, minlength=k) == 0)
+        if absent.size == 0 or self.prior != "hierarchical":
+            return ""
+        names = np.asarray(getattr(self, "classes_", np.arange(k)))[absent].tolist()
+        return (f"Classes {names} have no calibration samples, which gives the posterior a "
+                "sharp edge; try prior='fixed' (the scales fixed by reg_lambda, reg_diag, "
+                "reg_mu) or a larger target_accept such as 0.995, which sampled such a case "
+                "with no or fewer divergences (docs/benchmarks.md, 'Bayesian defaults')")
 
     def _structured_prior(self) -> StructuredPrior:
         lsp = self.log_scale_prior

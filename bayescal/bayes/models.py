@@ -185,7 +185,7 @@ def structured_model(
     """
     pm = import_pymc()
     import pytensor.tensor as pt
-    from pytensor.tensor import slinalg
+    from pytensor.tensor import linalg
 
     x = np.asarray(x, dtype=np.float64)
     k = x.shape[1]
@@ -210,14 +210,14 @@ def structured_model(
                 xi = pm.Flat("xi", dims="coef")
                 F = np.asarray(whiten.fisher, dtype=np.float64)
                 P = pt.eye(dim - n_hyper) + lin.gram(F)
-                L = slinalg.cholesky(P, lower=True)
+                L = linalg.cholesky(P, lower=True)
                 r0 = pt.concatenate([(s * np.eye(k)).reshape((k * k,)), pt.zeros(k)])
                 g = np.asarray(whiten.grad, dtype=np.float64)
                 rs = np.asarray(whiten.r_star, dtype=np.float64)
                 rhs = lin.rmatvec(g + pt.dot(F, rs - r0))
                 # w = P^-1 rhs + L^-T xi (cho_solve has no gradient in PyTensor 2)
-                half = slinalg.solve_triangular(L, rhs, lower=True)
-                w = slinalg.solve_triangular(L.T, half + xi, lower=False)
+                half = linalg.solve_triangular(L, rhs, lower=True)
+                w = linalg.solve_triangular(L.T, half + xi, lower=False)
                 parts.append(w)
                 jac = -pt.sum(pt.log(pt.diagonal(L)))
             theta = pt.concatenate(parts) if len(parts) > 1 else parts[0]
