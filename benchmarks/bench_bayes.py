@@ -452,9 +452,15 @@ REAL_DATASETS = ("abalone", "car", "landsat-satellite", "mfeat-karhunen", "optdi
 REAL_DNN = ("netcal_cifar10_lenet5__n5000", "netcal_cifar10_wideresnet16-4__n5000")
 
 
-def real_cases(scores_dir: Path) -> list[str]:
+def real_cases(scores_dir: Path, datasets: list[str] | None = None) -> list[str]:
+    """The grid's cached score files; ``datasets`` keeps those datasets only (a subset run)."""
     names = [f"{d}__{c}__0" for d in REAL_DATASETS
              for c in ("nbayes", "forest", "logistic", "mlp")] + list(REAL_DNN)
+    if datasets is not None:
+        unknown = sorted(set(datasets) - set(REAL_DATASETS) - set(REAL_DNN))
+        if unknown:
+            raise SystemExit(f"unknown datasets {unknown}: choose from {REAL_DATASETS + REAL_DNN}")
+        names = [c for c in names if c.split("__")[0] in datasets or c in datasets]
     missing = [c for c in names if not (scores_dir / f"{c}.npz").exists()]
     if missing:
         raise SystemExit(f"missing cached scores {missing[:3]}... in {scores_dir}: run "
@@ -462,7 +468,7 @@ def real_cases(scores_dir: Path) -> list[str]:
     return names
 
 
-def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto"):
+def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=None):
     """Test log-loss of the default Bayesian fit against temperature scaling and the MAP default.
 
     Every case's calibration scores are subsampled (without replacement,
@@ -476,7 +482,7 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto"):
     from bench_quality import score
 
     done = _done(out)
-    for case in real_cases(scores_dir):
+    for case in real_cases(scores_dir, datasets):
         with np.load(scores_dir / f"{case}.npz") as f:
             d = {key: f[key] for key in f.files}
         for n in sizes:
@@ -489,8 +495,9 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto"):
             row["uncalibrated"] = score(d["y_test"], d["p_test"])["log_loss"]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ts = TemperatureScaler(input="probs").fit(p, y)
-                row["temperature"] = score(d["y_test"], ts.predict_proba(d["p_test"]))["log_loss"]
+                ts = TemperatureScaler().fit(log_features(p), y)  # logits: ln q, floored
+                row["temperature"] = score(d["y_test"],
+                                           ts.predict_proba(log_features(d["p_test"])))["log_loss"]
                 mp = DirichletCalibrator().fit(p, y)
                 row["map_default"] = score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"]
                 t0 = time.perf_counter()
@@ -613,6 +620,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="calibration-set sizes of the checks")
     ap.add_argument("--reps", type=int, default=200, help="replications (sbc, coverage)")
     ap.add_argument("--sampler", default="auto", help="sampler of the checks")
+    ap.add_argument("--datasets", default=None,
+                    help="realdata: comma-separated datasets of the grid to run (default: all)")
     ap.add_argument("--scores", type=Path, default=Path("results/quality/scores"),
                     help="cached classifier scores of bench_quality.py (realdata)")
     ap.add_argument("--summary", action="store_true",
@@ -639,7 +648,8 @@ def main(argv=None):
                 bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps,
                                sampler=args.sampler)
             elif name == "realdata":
-                bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler)
+                bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
+                               datasets=args.datasets and args.datasets.split(","))
             elif name == "timing":
                 res = bench_default_timing(sampler=args.sampler)
                 args.check_dir.mkdir(parents=True, exist_ok=True)
