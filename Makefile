@@ -24,7 +24,7 @@ STAMP_NEW  := $(VENV_NEW)/.installed
 
 # Two pytest-xdist workers (the CI machine has two cores); the docs build and
 # the notebook tests that read it share one worker (xdist_group "docs").
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+PYTEST_ARGS ?= -n 2 --dist loadgroup -rs
 
 # PyTensor (Bayesian models): one compile cache reused by test, demo, bench and
 # CI runs, so a model compiles once per machine (C code on PyTensor 2, Numba on

@@ -430,7 +430,7 @@ def test_cli_parser(shared_data, tmp_path, capsys):
 
 
 def test_dask_backend_gives_the_same_results(shared_data, tmp_path):
-    joblib = pytest.importorskip("joblib", reason="joblib comes with scikit-learn")
+    import joblib  # a dependency of scikit-learn: never skipped
     distributed = import_extra("distributed", "dask")
     serial = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path / "a",
                        progress=False, **SMALL)  # fmt: skip
