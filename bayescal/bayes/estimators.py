@@ -66,11 +66,11 @@ from bayescal.bayes.hierarchical import (
     structured_map,
 )
 from bayescal.bayes.laplace import (
-    CHUNK_ELEMENTS,
     dirgen_log_evidence,
     dirgen_mode,
     dirgen_pointwise_joint,
     dirlin_log_evidence,
+    draws_per_chunk,
     whitening,
 )
 from bayescal.bayes.models import dirgen_model, dirlin_model
@@ -91,8 +91,6 @@ __all__ = [
 Array = NDArray[np.float64]
 SAMPLERS = ("auto", "pymc", "nutpie", "numpyro", "laplace", "advi")
 _MCMC = ("pymc", "nutpie", "numpyro")
-#: Draws processed together when averaging maps (bounds memory to ~160 MB).
-_CHUNK_ELEMENTS = CHUNK_ELEMENTS
 
 
 def resolve_sampler(sampler: str) -> str:
@@ -122,7 +120,7 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
     n, k = x.shape
     Wf, bf = W.reshape(-1, k, k), b.reshape(-1, k)
     out = np.empty((Wf.shape[0], n))
-    step = max(1, _CHUNK_ELEMENTS // max(1, n * k))
+    step = draws_per_chunk(n, k)
     rows = np.arange(n)
     for s in range(0, Wf.shape[0], step):
         z = np.einsum("ni,sji->snj", x, Wf[s : s + step]) + bf[s : s + step, None, :]
@@ -325,7 +323,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     def _iter_draw_maps(self, x: Array):
         W, b = self._draws("W"), self._draws("b")
         n, k = x.shape
-        step = max(1, _CHUNK_ELEMENTS // max(1, n * k))
+        step = draws_per_chunk(n, k)
         for s in range(0, W.shape[0], step):
             Ws = W[s : s + step]
             m = Ws.shape[0]

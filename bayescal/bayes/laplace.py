@@ -52,6 +52,7 @@ __all__ = [
     "dirgen_mode",
     "dirgen_pointwise_joint",
     "dirlin_log_evidence",
+    "draws_per_chunk",
     "finite_difference_hessian",
     "structured_mode",
     "whitening",
@@ -251,6 +252,15 @@ def dirgen_log_evidence(log_alpha: ArrayLike, neg_hessian: ArrayLike, counts: Ar
 CHUNK_ELEMENTS = 20_000_000
 
 
+def draws_per_chunk(n: int, k: int) -> int:
+    """Draws processed together by a per-draw loop over ``n`` samples of ``k`` classes.
+
+    Bounds the (draws, n, k) temporaries to :data:`CHUNK_ELEMENTS` elements
+    (about 160 MB of float64).
+    """
+    return max(1, CHUNK_ELEMENTS // max(1, n * k))
+
+
 def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) -> Array:
     """``ln pi_{y_i} + ln Dir(q_i; alpha_{y_i})`` per draw and sample, shape (..., n).
 
@@ -263,7 +273,7 @@ def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) 
     n, k = x.shape
     af, pf = alpha.reshape(-1, k, k), pi.reshape(-1, k)
     out = np.empty((af.shape[0], n))
-    step = max(1, CHUNK_ELEMENTS // max(1, n * k))
+    step = draws_per_chunk(n, k)
     for s in range(0, af.shape[0], step):
         A = af[s : s + step][:, y]                           # (draws, n, k)
         logn = gammaln(A.sum(axis=-1)) - gammaln(A).sum(axis=-1)
