@@ -606,7 +606,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     log_scale_prior : (float, float), default=(0.0, 1.5)
         Mean and sd of :math:`\ln s` (``"hierarchical"``, ``"fixed"``,
         ``"temperature"``): centred on the uncalibrated scores (``s = 1``), 95 %
-        of the prior mass on ``T`` in ``[0.14, 7.1]``.
+        of the prior mass on ``T`` in ``[0.053, 19]``.
     tau_scale : float, default=1.0
         Scale ``h`` of the half-normal hyperprior (``"hierarchical"``).
     draws, tune, chains : int, default=1000, 1000, 4
