@@ -286,13 +286,16 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _fit_default(q, y, sampler: str, seed: int):
-    """The default estimator fitted to ``(q, y)`` with failures kept: ``(est, seconds)``."""
+def _fit_default(q, y, sampler: str, seed: int, params: dict | None = None):
+    """The default estimator (or one with ``params`` changed) fitted to ``(q, y)``, failures kept.
+
+    Returns ``(est, seconds)``.
+    """
     from bayescal.bayes import BayesianDirichletCalibrator
 
     t0 = time.perf_counter()
     est = BayesianDirichletCalibrator(sampler=sampler, random_seed=seed, progressbar=False,
-                                      on_failure="warn")
+                                      on_failure="warn", **(params or {}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the diagnostics are recorded, not warned
         est.fit(q, y)
@@ -321,7 +324,7 @@ def sbc_quantities(s, tau, W, b, x, y, xt):
     return out
 
 
-def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0):
+def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0, params=None):
     """Simulation-based calibration of the default prior (Talts et al. 2018).
 
     For each replication: draw the parameters from the prior, labels from
@@ -334,8 +337,7 @@ def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0):
     from bayescal.bayes.hierarchical import draw_prior, maps_of
 
     done = _done(out)
-    est0 = BayesianDirichletCalibrator()
-    prior = est0._structured_prior()
+    prior = BayesianDirichletCalibrator(**(params or {}))._structured_prior()
     xt = log_features(SBC_TEST_POINTS[:, :k] / SBC_TEST_POINTS[:, :k].sum(1, keepdims=True))
     for n in sizes:
         q, _, _, _ = make_dirgen(n, k, rng=12345)
@@ -352,7 +354,7 @@ def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0):
             p = np.exp(z - z.max(1, keepdims=True))
             p /= p.sum(1, keepdims=True)
             y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, k - 1)
-            est, dt = _fit_default(q, y, sampler, r)
+            est, dt = _fit_default(q, y, sampler, r, params)
             post = est.idata_.posterior
             truth = sbc_quantities(s[0], tau[0], W[0], b[0], x, y, xt)
             draws = sbc_quantities(post["s"].values.ravel(), post["tau"].values.reshape(-1, 3),
@@ -401,7 +403,8 @@ def summarise_sbc(path: Path, bins: int = 10) -> list[dict]:
     return out
 
 
-def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="auto"):
+def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="auto",
+                   params=None):
     """Coverage of ``credible_interval(hdi_prob)`` on the true calibrated probability.
 
     Each replication draws a new DirGen model and data (``make_dirgen``),
@@ -420,7 +423,7 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
             q, y, alpha, pi = make_dirgen(n, k, rng=[7, n, r])
             qt, _, _, _ = make_dirgen(n_test, k, rng=[8, n, r], alpha=alpha, pi=pi)
             truth = dirgen_map(qt, alpha, pi)
-            est, dt = _fit_default(q, y, sampler, r)
+            est, dt = _fit_default(q, y, sampler, r, params)
             lo, hi = est.credible_interval(qt, hdi_prob=hdi)
             inside = (lo <= truth) & (truth <= hi)
             diag = est.diagnostics_
@@ -469,7 +472,8 @@ def real_cases(scores_dir: Path, datasets: list[str] | None = None) -> list[str]
     return names
 
 
-def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=None):
+def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=None,
+                   params=None):
     """Test log-loss of the default Bayesian fit against temperature scaling and the MAP default.
 
     Every case's calibration scores are subsampled (without replacement,
@@ -500,7 +504,7 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
                                            ts.predict_proba(log_features(d["p_test"])))["log_loss"]
                 mp = DirichletCalibrator().fit(p, y)
                 row["map_default"] = score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"]
-            est, dt = _fit_default(p, y, sampler, 0)
+            est, dt = _fit_default(p, y, sampler, 0, params)
             row["bayes_seconds"] = round(dt, 2)
             row["bayes_mean"] = score(d["y_test"], est.predict_proba(d["p_test"]))["log_loss"]
             row["bayes_mode"] = score(d["y_test"],
@@ -512,6 +516,60 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
             print(key, {m: round(row[m], 4) for m in ("temperature", "map_default",
                                                       "bayes_mean")}, diag.get("divergences"),
                   flush=True)
+
+
+def bench_baselines(out: Path, scores_dir: Path, sizes, reps=3):
+    """Temperature scaling and the MAP default against the uncalibrated scores on small subsamples.
+
+    For every cached case of the held-out grid (split 0) and each ``n``,
+    ``reps`` subsamples (seeds ``0 .. reps - 1``) of the calibration split;
+    each method is scored on the full test split. No sampling: seconds per
+    case.
+    """
+    from bayescal import DirichletCalibrator, TemperatureScaler
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_quality import score
+
+    done = _done(out)
+    for path in sorted(scores_dir.glob("*__0.npz")):
+        case = path.stem
+        with np.load(path) as f:
+            d = {key: f[key] for key in f.files}
+        for n in sizes:
+            for r in range(reps):
+                key = f"{case}/n{n}/r{r}"
+                if key in done or len(d["y_cal"]) < n:
+                    continue
+                idx = np.random.default_rng(r).choice(len(d["y_cal"]), size=n, replace=False)
+                p, y = d["p_cal"][idx], d["y_cal"][idx]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ts = TemperatureScaler().fit(log_features(p), y)
+                    mp = DirichletCalibrator().fit(p, y)
+                _append(out, {
+                    "key": key, "case": case, "n": n, "rep": r, "k": p.shape[1],
+                    "uncalibrated": score(d["y_test"], d["p_test"])["log_loss"],
+                    "temperature": score(d["y_test"],
+                                         ts.predict_proba(log_features(d["p_test"])))["log_loss"],
+                    "map_default": score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"],
+                })
+
+
+def summarise_baselines(path: Path, margin: float = 1.05) -> list[dict]:
+    """Per n: mean log-loss, and fits more than ``margin`` times the uncalibrated log-loss."""
+    rows = _rows(path)
+    out = []
+    for n in sorted({r["n"] for r in rows}):
+        sub = [r for r in rows if r["n"] == n]
+        row = {"n": n, "cases": len({r["case"] for r in sub}), "fits": len(sub)}
+        for m in ("uncalibrated", "temperature", "map_default"):
+            row[f"mean_{m}"] = float(np.mean([r[m] for r in sub]))
+        for m in ("temperature", "map_default"):
+            row[f"{m}_worse_than_uncalibrated"] = int(
+                sum(r[m] > margin * r["uncalibrated"] for r in sub))
+        out.append(row)
+    return out
 
 
 def summarise_realdata(path: Path) -> list[dict]:
@@ -612,23 +670,30 @@ def main(argv=None):
     ap.add_argument("--markdown", nargs="+", type=Path, default=None,
                     help="print the tables of result JSON files and exit")
     ap.add_argument("--checks", default=None,
-                    help="checks of the default prior to run: sbc,coverage,realdata,timing "
-                         "(each appends to a JSON-lines file in --check-dir and resumes)")
+                    help="checks of the default prior to run: sbc,coverage,realdata,timing, "
+                         "and baselines (temperature scaling and the MAP default on small "
+                         "subsamples); each appends to a JSON-lines file in --check-dir and "
+                         "resumes")
     ap.add_argument("--check-dir", type=Path, default=Path("results/bayes"))
     ap.add_argument("--sizes", default=None, help="calibration-set sizes of the checks")
-    ap.add_argument("--reps", type=int, default=200, help="replications (sbc, coverage)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="replications (sbc, coverage: 200; baselines: subsamples, 3)")
     ap.add_argument("--sampler", default="auto", help="sampler of the checks")
     ap.add_argument("--datasets", default=None,
                     help="realdata: comma-separated datasets of the grid to run (default: all)")
     ap.add_argument("--scores", type=Path, default=Path("results/quality/scores"),
                     help="cached classifier scores of bench_quality.py (realdata)")
+    ap.add_argument("--params", type=json.loads, default=None,
+                    help='sbc, coverage, realdata: estimator parameters other than the '
+                         'defaults, as JSON (e.g. \'{"tau_scale": 0.5}\'); use a --check-dir '
+                         'of their own')
     ap.add_argument("--summary", action="store_true",
                     help="summarise the JSON-lines files in --check-dir and exit")
     args = ap.parse_args(argv)
     if args.summary:
         summary = {}
         for name, fn in (("sbc", summarise_sbc), ("coverage", summarise_coverage),
-                         ("realdata", summarise_realdata)):
+                         ("realdata", summarise_realdata), ("baselines", summarise_baselines)):
             path = args.check_dir / f"{name}.jsonl"
             if path.exists():
                 summary[name] = fn(path)
@@ -641,13 +706,17 @@ def main(argv=None):
         for name in args.checks.split(","):
             path = args.check_dir / f"{name}.jsonl"
             if name == "sbc":
-                bench_sbc(path, sizes or [30, 300], args.reps, sampler=args.sampler)
+                bench_sbc(path, sizes or [30, 300], args.reps or 200, sampler=args.sampler,
+                          params=args.params)
             elif name == "coverage":
-                bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps,
-                               sampler=args.sampler)
+                bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps or 200,
+                               sampler=args.sampler, params=args.params)
             elif name == "realdata":
                 bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
-                               datasets=args.datasets and args.datasets.split(","))
+                               datasets=args.datasets and args.datasets.split(","),
+                               params=args.params)
+            elif name == "baselines":
+                bench_baselines(path, args.scores, sizes or [30, 100], reps=args.reps or 3)
             elif name == "timing":
                 res = bench_default_timing(sampler=args.sampler)
                 args.check_dir.mkdir(parents=True, exist_ok=True)
