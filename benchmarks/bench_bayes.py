@@ -472,6 +472,37 @@ def real_cases(scores_dir: Path, datasets: list[str] | None = None) -> list[str]
     return names
 
 
+def _log_loss(d: dict, proba) -> float:
+    """Test log-loss of one case (``bench_quality.score``, the held-out grid's metric)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_quality import score
+
+    return score(d["y_test"], proba)["log_loss"]
+
+
+def _load_case(path: Path) -> dict:
+    with np.load(path) as f:
+        return {key: f[key] for key in f.files}
+
+
+def _subsample(d: dict, n: int, seed: int):
+    """``n`` calibration rows drawn without replacement (stratification not forced)."""
+    idx = np.random.default_rng(seed).choice(len(d["y_cal"]), size=n, replace=False)
+    return d["p_cal"][idx], d["y_cal"][idx]
+
+
+def _baseline_scores(d: dict, p, y) -> dict:
+    """Test log-loss of temperature scaling (on ln q, floored) and the MAP default on (p, y)."""
+    from bayescal import DirichletCalibrator, TemperatureScaler
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts = TemperatureScaler().fit(log_features(p), y)
+        mp = DirichletCalibrator().fit(p, y)
+    return {"temperature": _log_loss(d, ts.predict_proba(log_features(d["p_test"]))),
+            "map_default": _log_loss(d, mp.predict_proba(d["p_test"]))}
+
+
 def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=None,
                    params=None):
     """Test log-loss of the default Bayesian fit against temperature scaling and the MAP default.
@@ -480,35 +511,21 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
     seed 0, stratification not forced) to each ``n``; every method is scored
     on the case's full test split.
     """
-    from bayescal import DirichletCalibrator, TemperatureScaler
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_quality import score
-
     done = _done(out)
     for case in real_cases(scores_dir, datasets):
-        with np.load(scores_dir / f"{case}.npz") as f:
-            d = {key: f[key] for key in f.files}
+        d = _load_case(scores_dir / f"{case}.npz")
+        uncalibrated = _log_loss(d, d["p_test"])
         for n in sizes:
             key = f"{sampler}/{case}/n{n}"
             if key in done or len(d["y_cal"]) < n:
                 continue
-            idx = np.random.default_rng(0).choice(len(d["y_cal"]), size=n, replace=False)
-            p, y = d["p_cal"][idx], d["y_cal"][idx]
-            row = {"key": key, "case": case, "n": n, "k": p.shape[1]}
-            row["uncalibrated"] = score(d["y_test"], d["p_test"])["log_loss"]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ts = TemperatureScaler().fit(log_features(p), y)  # logits: ln q, floored
-                row["temperature"] = score(d["y_test"],
-                                           ts.predict_proba(log_features(d["p_test"])))["log_loss"]
-                mp = DirichletCalibrator().fit(p, y)
-                row["map_default"] = score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"]
+            p, y = _subsample(d, n, 0)
+            row = {"key": key, "case": case, "n": n, "k": p.shape[1],
+                   "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
             est, dt = _fit_default(p, y, sampler, 0, params)
             row["bayes_seconds"] = round(dt, 2)
-            row["bayes_mean"] = score(d["y_test"], est.predict_proba(d["p_test"]))["log_loss"]
-            row["bayes_mode"] = score(d["y_test"],
-                                      est.predict_proba(d["p_test"], kind="map"))["log_loss"]
+            row["bayes_mean"] = _log_loss(d, est.predict_proba(d["p_test"]))
+            row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="map"))
             diag = est.diagnostics_
             row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
                                                  "passed")})
@@ -526,34 +543,19 @@ def bench_baselines(out: Path, scores_dir: Path, sizes, reps=3):
     each method is scored on the full test split. No sampling: seconds per
     case.
     """
-    from bayescal import DirichletCalibrator, TemperatureScaler
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_quality import score
-
     done = _done(out)
     for path in sorted(scores_dir.glob("*__0.npz")):
         case = path.stem
-        with np.load(path) as f:
-            d = {key: f[key] for key in f.files}
+        d = _load_case(path)
+        uncalibrated = _log_loss(d, d["p_test"])
         for n in sizes:
             for r in range(reps):
                 key = f"{case}/n{n}/r{r}"
                 if key in done or len(d["y_cal"]) < n:
                     continue
-                idx = np.random.default_rng(r).choice(len(d["y_cal"]), size=n, replace=False)
-                p, y = d["p_cal"][idx], d["y_cal"][idx]
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ts = TemperatureScaler().fit(log_features(p), y)
-                    mp = DirichletCalibrator().fit(p, y)
-                _append(out, {
-                    "key": key, "case": case, "n": n, "rep": r, "k": p.shape[1],
-                    "uncalibrated": score(d["y_test"], d["p_test"])["log_loss"],
-                    "temperature": score(d["y_test"],
-                                         ts.predict_proba(log_features(d["p_test"])))["log_loss"],
-                    "map_default": score(d["y_test"], mp.predict_proba(d["p_test"]))["log_loss"],
-                })
+                p, y = _subsample(d, n, r)
+                _append(out, {"key": key, "case": case, "n": n, "rep": r, "k": p.shape[1],
+                              "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)})
 
 
 def summarise_baselines(path: Path, margin: float = 1.05) -> list[dict]:
