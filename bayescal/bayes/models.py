@@ -178,7 +178,8 @@ def structured_model(
     -------
     model : pymc.Model
         Deterministics ``s`` (scalar), ``tau`` (group: off, diag, b), ``W``
-        (class_out, class_in) and ``b`` (class_out). Prior and likelihood are
+        (class_out, class_in) and ``b`` (class_out), and with ``whiten`` also
+        ``theta`` (param). Prior and likelihood are
         :func:`pymc.Potential` terms (class sums for the linear term of the
         likelihood, one ``logsumexp`` per row); the estimator computes the
         pointwise log-likelihood from the draws.
@@ -224,6 +225,8 @@ def structured_model(
             s, W, b = structured_map(theta, prior, k, pt)
         tau = pt.stack([pt.as_tensor(t, dtype="float64")
                         for t in group_scales(theta, prior, k, pt)])
+        if whiten is not None:
+            pm.Deterministic("theta", theta, dims="param")
         pm.Deterministic("s", s)
         pm.Deterministic("tau", tau, dims="group")
         pm.Deterministic("W", W, dims=("class_out", "class_in"))
