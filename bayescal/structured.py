@@ -87,12 +87,14 @@ __all__ = [
     "StructuredFit",
     "check_cv_param",
     "check_strength",
+    "choose_floor",
     "cv_splits",
     "fit_structured",
     "fit_temperature_scale",
     "one_standard_error",
     "path_candidates",
     "structured_penalty",
+    "succession_floor",
     "temperature_result",
 ]
 
@@ -532,6 +534,37 @@ def fit_structured(
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
         fit = dataclasses.replace(fit, n_iter=spent + fit.n_iter)
     return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence)
+
+
+def succession_floor(k: int, n: float) -> float:
+    """``1 / (k (n + 1))``: the smallest probability ``n`` samples resolve (rule of succession).
+
+    The alternative probability floor of ``eps="auto"``: it tames exact zeros
+    (e.g. from trees), whose log-features would otherwise sit at ``ln EPS``.
+    """
+    return 1.0 / (k * (float(n) + 1.0))
+
+
+def choose_floor(x: Array, y: NDArray[np.intp], sample_weight: Array | None = None,
+                 structure: str = "full") -> float | None:
+    """The floor of ``eps="auto"`` for features ``x`` floored at EPS: the succession floor or None.
+
+    The structured fit with evidence strengths (:func:`fit_structured`, no
+    cross-validation) on ``x`` and on ``max(x, ln succession_floor)``; the
+    floor is returned when its Laplace evidence is the larger, ``None``
+    (keep ``x``) otherwise or when the floor is not above EPS. The same
+    choice as :class:`~bayescal.DirichletCalibrator`'s ``eps="auto"``.
+    """
+    from bayescal._validation import EPS
+
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    floor = succession_floor(x.shape[1], sw.sum())
+    if floor <= EPS:
+        return None
+    sf = fit_structured(x, y, structure=structure, reg_lambda="auto", reg_diag="auto",
+                        reg_mu="auto", sample_weight=sw, cv=None,
+                        alternatives=(np.maximum(x, np.log(floor)),))
+    return floor if sf.features == 1 else None
 
 
 def temperature_result(x: Array, y: NDArray[np.intp], sw: Array, structure: str,

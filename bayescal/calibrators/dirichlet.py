@@ -38,6 +38,7 @@ from bayescal.structured import (
     cv_splits,
     fit_structured,
     fit_temperature_scale,
+    succession_floor,
     temperature_result,
 )
 
@@ -372,7 +373,7 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         """
         structure = self._structure()
         alternatives: tuple[NDArray[np.float64], ...] = ()
-        floor = 1.0 / (x.shape[1] * (float(sw.sum()) + 1.0))
+        floor = succession_floor(x.shape[1], sw.sum())
         log_space = not (self._feature_space == "raw" and self.input == "logits")
         if auto_eps and log_space and floor > EPS:
             alternatives = (np.maximum(x, np.log(floor)),)  # = max(ln q, ln floor)
