@@ -41,7 +41,7 @@ warnings.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bayescal import make_dirgen  # noqa: E402
+from bayescal import EPS, make_dirgen  # noqa: E402
 from bayescal.maps import log_features  # noqa: E402
 
 
@@ -354,7 +354,8 @@ def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0, params=None)
             p = np.exp(z - z.max(1, keepdims=True))
             p /= p.sum(1, keepdims=True)
             y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, k - 1)
-            est, dt = _fit_default(q, y, sampler, r, params)
+            # the labels come from the features floored at EPS, so the fit uses them too
+            est, dt = _fit_default(q, y, sampler, r, {**(params or {}), "eps": EPS})
             post = est.idata_.posterior
             truth = sbc_quantities(s[0], tau[0], W[0], b[0], x, y, xt)
             draws = sbc_quantities(post["s"].values.ravel(), post["tau"].values.reshape(-1, 3),

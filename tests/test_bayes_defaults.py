@@ -89,9 +89,10 @@ def test_prior_predictive_is_not_degenerate():
     assert share < max(0.5, 2 * share_q)
     y_sim = idata.prior_predictive["y"].values[0]
     assert y_sim.shape == (500, 30) and len(np.unique(y_sim)) == 10
-    # the scales are the hyperprior's: tau ~ HalfNormal(1), ln s ~ N(0, 1.5^2)
+    # the scales are the hyperprior's: tau ~ HalfNormal(0.5) (median 0.337), ln s ~ N(0, 1)
     tau = idata.prior["tau"].values[0]
-    assert np.all(tau > 0) and 0.5 < np.median(tau) < 0.9
+    assert np.all(tau > 0) and 0.28 < np.median(tau) < 0.40
+    assert 0.8 < np.std(np.log(idata.prior["s"].values[0])) < 1.2
     assert abs(np.median(np.log(idata.prior["s"].values[0]))) < 0.3
 
 
@@ -144,6 +145,40 @@ def test_failure_hint_names_absent_classes_only():
 def test_absent_class_fit_passes_the_default_checks(absent_fit):
     d = absent_fit.diagnostics_
     assert d["passed"] and d["divergences"] == 0, d
+
+
+def test_divergences_alone_resample_at_the_retry_target(data, monkeypatch):
+    """A posterior failing on divergences alone is sampled again at retry_target_accept."""
+    import bayescal.bayes.estimators as mod
+
+    used, calls = [], []
+    real_sample, real_diagnose = mod.sample_model, mod.diagnose
+
+    def sample(*args, **kwargs):
+        used.append(kwargs["target_accept"])
+        return real_sample(*args, **kwargs)
+
+    def diagnose(*args, **kwargs):  # the first posterior "has" 3 divergences
+        d = real_diagnose(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            d.update(divergences=3, passed=False, problems=["3 divergent transitions > 0"])
+        return d
+
+    monkeypatch.setattr(mod, "sample_model", sample)
+    monkeypatch.setattr(mod, "diagnose", diagnose)
+    q, y = data
+    est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
+    assert used == [0.95, 0.99]
+    assert est.diagnostics_["passed"]
+    assert est.diagnostics_["attempts"] == [{"target_accept": 0.95, "divergences": 3},
+                                            {"target_accept": 0.99, "divergences": 0}]
+    # None (or a retry target not above target_accept) samples once, and fails
+    used.clear(), calls.clear()
+    with pytest.raises(ConvergenceError, match="3 divergent"):
+        BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_target_accept=None,
+                                    **SMALL).fit(q, y)
+    assert used == [0.95]
 
 
 def test_convergence_error_leaves_the_estimator_unfitted(data):
@@ -244,9 +279,10 @@ def test_seeded_small_sbc():
         s, W, b = maps_of(theta, prior, K)
         p = np.exp(log_softmax(x @ W[0].T + b[0], axis=1))
         y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, K - 1)
+        # eps=EPS: the labels are simulated from the features floored there
         est = BayesianDirichletCalibrator(classes=list(range(K)), random_seed=r, draws=200,
                                           tune=300, chains=2, progressbar=False,
-                                          on_failure="warn", ess_min=100)
+                                          on_failure="warn", ess_min=100, eps=EPS)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SamplingWarning)  # judged by the ranks
             est.fit(q, y)

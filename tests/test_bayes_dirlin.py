@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from scipy.special import logsumexp
 
 from bayescal import BayesianDirichletCalibrator, make_dirgen
 from bayescal.bayes import SamplingWarning
@@ -220,6 +221,9 @@ def test_short_run_warns_on_request(data):
         ({"sampler": "hmc"}, "sampler"),
         ({"chains": 0}, "chains"),
         ({"input": "logprobs"}, "input"),
+        ({"retry_target_accept": 1.0}, "retry_target_accept"),
+        ({"retry_target_accept": "yes"}, "retry_target_accept"),
+        ({"eps": "floor"}, "eps"),
     ],
 )
 def test_bad_parameters(params, match, data):
@@ -287,3 +291,27 @@ def test_log_evidence_attribute_prior_and_round_trip(tmp_path):
         odir.log_evidence(q, y)
     path = est.save(tmp_path / "post.nc")
     assert BayesianDirichletCalibrator.load(path).log_evidence_ == est.log_evidence_
+
+
+def test_auto_floor_is_the_map_default_floor(tmp_path):
+    """``eps="auto"``: the floor DirichletCalibrator() picks, applied, saved and reloaded."""
+    from bayescal import EPS
+
+    q, y, _, _ = make_dirgen(60, 3, rng=0)
+    q = np.where(q < 1e-2, 0.0, q)  # exact zeros, as trees give
+    q /= q.sum(axis=1, keepdims=True)
+    floor = DirichletCalibrator().fit(q, y).eps_
+    assert floor == pytest.approx(1 / (3 * 61))
+    est = BayesianDirichletCalibrator(sampler="laplace", draws=50, random_seed=0).fit(q, y)
+    assert est.eps_ == floor
+    z = np.log(np.maximum(q, floor)) @ est.coef_.T + est.intercept_
+    expected = np.exp(z - logsumexp(z, axis=1, keepdims=True))
+    np.testing.assert_allclose(est.predict_proba(q, kind="map"), expected, atol=1e-12)
+    back = BayesianDirichletCalibrator.load(est.save(tmp_path / "auto.nc"))
+    assert back.eps_ == floor
+    np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)
+    # a fixed floor and the penalty readings keep theirs
+    assert BayesianDirichletCalibrator(sampler="laplace", draws=20, eps=1e-3).fit(q, y).eps_ \
+        == 1e-3
+    assert BayesianDirichletCalibrator(sampler="laplace", draws=20, prior="l2").fit(q, y).eps_ \
+        == EPS

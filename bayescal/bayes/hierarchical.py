@@ -124,8 +124,8 @@ class StructuredPrior:
 
     kind: str = "hierarchical"
     log_scale_mean: float = 0.0
-    log_scale_sd: float = 1.5
-    tau_scale: float = 1.0
+    log_scale_sd: float = 1.0
+    tau_scale: float = 0.5
     tau: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
