@@ -856,8 +856,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
         With a class absent from the labels the posterior is proper but has a
         sharp edge (the absent class's logit is free below, held by the
-        likelihood above) that NUTS crosses with a few divergences under the
-        hierarchical scales (docs/benchmarks.md, *Bayesian defaults*).
+        likelihood above) that NUTS may cross with a few divergences, or
+        sample with a short tail ESS, under the hierarchical scales
+        (docs/benchmarks.md, *Bayesian defaults*).
         """
         absent = np.flatnonzero(np.bincount(y, minlength=k) == 0)
         if absent.size == 0 or self.prior != "hierarchical":
@@ -865,8 +866,8 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         names = np.asarray(getattr(self, "classes_", np.arange(k)))[absent].tolist()
         return (f"Classes {names} have no calibration samples, which gives the posterior a "
                 "sharp edge; try prior='fixed' (the scales fixed by reg_lambda, reg_diag, "
-                "reg_mu) or a larger retry_target_accept such as 0.995, which sampled such "
-                "a case with no or fewer divergences (docs/benchmarks.md, 'Bayesian defaults')")
+                "reg_mu), a larger retry_target_accept such as 0.995 (divergences) or more "
+                "draws (ESS) (docs/benchmarks.md, 'Bayesian defaults')")
 
     def _structured_prior(self) -> StructuredPrior:
         lsp = self.log_scale_prior
