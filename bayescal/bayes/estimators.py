@@ -128,6 +128,16 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
     return out.reshape(*lead, n)
 
 
+def _check_open_unit(value: Any, name: str, also: str = "") -> None:
+    """A real number in (0, 1) (not a bool), else ValueError naming ``name`` and the value."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float | np.integer | np.floating)
+        or not 0.0 < float(value) < 1.0
+    ):
+        raise ValueError(f"{name} must be {also}in (0, 1); got {value!r}")
+
+
 def _divergences_only(diagnostics: dict[str, Any]) -> bool:
     """Whether a posterior failed on divergent transitions alone (R-hat and ESS passed)."""
     d = diagnostics
@@ -213,12 +223,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             for ta in self._target_accepts():
                 self._target_accept_now = ta
                 self._fit_posterior(data.x, data.y)
-                post = _compat.group_dataset(self.idata_, "posterior")
-                A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
-                post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
-                                   c=(("chain", "draw", "class_out"), c))
-                _compat.set_group(self.idata_, "posterior", post)
-                self.diagnostics_ = self._diagnose()
+                self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
                 if self.sampler_ not in _MCMC:
                     break
                 attempts.append({"target_accept": ta,
@@ -226,6 +231,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 self.diagnostics_["attempts"] = list(attempts)
                 if not _divergences_only(self.diagnostics_):
                     break
+            post = _compat.group_dataset(self.idata_, "posterior")
+            A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
+            post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
+                               c=(("chain", "draw", "class_out"), c))
+            _compat.set_group(self.idata_, "posterior", post)
             if self.sampler_ in _MCMC:
                 hint = self._failure_hint(data.y, data.x.shape[1])
                 if len(attempts) > 1:
@@ -323,20 +333,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         md = self.max_divergences
         if isinstance(md, bool) or not isinstance(md, int | np.integer) or md < 0:
             raise ValueError(f"max_divergences must be a non-negative integer; got {md!r}")
-        ta = self.target_accept
-        if (
-            isinstance(ta, bool)
-            or not isinstance(ta, int | float | np.integer | np.floating)
-            or not 0.0 < float(ta) < 1.0
-        ):
-            raise ValueError(f"target_accept must be in (0, 1); got {ta!r}")
-        rt = self.retry_target_accept
-        if rt is not None and (
-            isinstance(rt, bool)
-            or not isinstance(rt, int | float | np.integer | np.floating)
-            or not 0.0 < float(rt) < 1.0
-        ):
-            raise ValueError(f"retry_target_accept must be None or in (0, 1); got {rt!r}")
+        _check_open_unit(self.target_accept, "target_accept")
+        if self.retry_target_accept is not None:
+            _check_open_unit(self.retry_target_accept, "retry_target_accept", "None or ")
         if not isinstance(self.progressbar, bool | np.bool_):
             raise ValueError(f"progressbar must be True or False; got {self.progressbar!r}")
         check_positive_int(self.draws, "draws")
