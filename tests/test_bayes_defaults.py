@@ -69,9 +69,49 @@ def test_default_fit_passes_its_checks(default_fit):
     d = default_fit.diagnostics_
     assert d["passed"] and d["divergences"] == 0 and d["r_hat_max"] <= 1.01, d
     assert default_fit.prior_.kind == "hierarchical"
+    assert d["coordinates"] == "conditional"  # n = 200: the prior still holds directions
     post = default_fit.idata_.posterior
     assert {"s", "tau", "W", "b", "A", "c"} <= set(post.data_vars)
     assert np.all(post["tau"].values > 0) and np.all(post["s"].values > 0)
+
+
+def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
+    """At large n the default samples the map itself, and gets the conditional posterior.
+
+    k = 3, n = 3000: every direction of the map is held by the data (the
+    centred coordinates' condition holds), so the fit runs in centred
+    coordinates; the same fit forced into the conditional whitening gives the
+    same posterior within Monte Carlo error.
+    """
+    import bayescal.bayes.laplace as laplace
+    from bayescal.bayes import _compat
+
+    q, y, _, _ = make_dirgen(3000, K, rng=[3, 1])
+    centred = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
+    assert centred.diagnostics_["coordinates"] == "centred"
+    assert centred.diagnostics_["passed"], centred.diagnostics_
+    monkeypatch.setattr(laplace, "centred_whitening", lambda *a, **kw: None)
+    cond = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
+    assert cond.diagnostics_["coordinates"] == "conditional"
+
+    for name in ("s", "tau", "W"):
+        a, b = (np.asarray(e.idata_.posterior[name].values) for e in (centred, cond))
+        ess = [np.asarray(_compat.ess(e.idata_, [name])[name]) for e in (centred, cond)]
+        a, b = a.reshape(-1, *a.shape[2:]), b.reshape(-1, *b.shape[2:])
+        if name == "W":  # the columns are defined up to a constant (ESS of the raw entries)
+            a, b = a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True)
+            ess = [np.full(a.shape[1:], e.min()) for e in ess]
+        sd = np.sqrt(0.5 * (a.var(axis=0) + b.var(axis=0)))
+        # independent runs: the means differ by 5 Monte Carlo standard errors at most,
+        # the sds (relative error about 1 / sqrt(2 ESS) each) by 5 of theirs
+        mcse = sd * np.sqrt(1.0 / ess[0] + 1.0 / ess[1])
+        z = np.abs(a.mean(axis=0) - b.mean(axis=0)) / mcse
+        assert np.all(z <= 5.0), (name, z)
+        rel = np.sqrt(0.5 / ess[0] + 0.5 / ess[1])
+        z = np.abs(a.std(axis=0) / b.std(axis=0) - 1.0) / rel
+        assert np.all(z <= 5.0), (name, z)
+    np.testing.assert_allclose(centred.predict_proba(q[:50]), cond.predict_proba(q[:50]),
+                               rtol=0, atol=5e-3)
 
 
 def test_prior_predictive_is_not_degenerate():

@@ -224,6 +224,10 @@ def test_short_run_warns_on_request(data):
         ({"retry_target_accept": 1.0}, "retry_target_accept"),
         ({"retry_target_accept": "yes"}, "retry_target_accept"),
         ({"eps": "floor"}, "eps"),
+        ({"tau_scale": 0.0}, "tau_scale"),
+        ({"tau_scale": (0.5, 1.0)}, "tau_scale"),
+        ({"tau_scale": (0.5, -1.0, 1.0)}, "tau_scale of diag"),
+        ({"tau_scale": (0.5, 1.0, float("inf"))}, "tau_scale of b"),
     ],
 )
 def test_bad_parameters(params, match, data):
@@ -315,3 +319,26 @@ def test_auto_floor_is_the_map_default_floor(tmp_path):
         == 1e-3
     assert BayesianDirichletCalibrator(sampler="laplace", draws=20, prior="l2").fit(q, y).eps_ \
         == EPS
+
+
+def test_tau_scale_per_group(tmp_path):
+    """``tau_scale=(h_off, h_diag, h_b)``: each group's hyperprior, saved and reloaded."""
+    from bayescal.bayes.hierarchical import StructuredPrior, log_prior, n_params
+
+    prior = StructuredPrior(tau_scale=(0.5, 1.0, 2.0))
+    theta = np.linspace(-1.0, 1.0, n_params(prior, 3))
+    lt = theta[1:4]
+    h = np.array([0.5, 1.0, 2.0])
+    expected = (-0.5 * theta[0] ** 2 + np.sum(lt - 0.5 * np.exp(2 * lt) / h**2)
+                - 0.5 * np.sum(theta[4:] ** 2))
+    assert log_prior(theta, prior, 3) == pytest.approx(expected, abs=1e-12)
+    assert log_prior(theta, StructuredPrior(tau_scale=(0.7, 0.7, 0.7)), 3) == pytest.approx(
+        log_prior(theta, StructuredPrior(tau_scale=0.7), 3), abs=1e-12)
+    assert StructuredPrior.from_dict(prior.to_dict()) == prior
+    q, y, _, _ = make_dirgen(60, 3, rng=0)
+    est = BayesianDirichletCalibrator(sampler="laplace", draws=50, random_seed=0,
+                                      tau_scale=(0.5, 1.0, 2.0)).fit(q, y)
+    assert est.prior_ == prior
+    back = BayesianDirichletCalibrator.load(est.save(tmp_path / "tau.nc"))
+    assert back.prior_ == prior
+    np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)

@@ -73,7 +73,7 @@ from bayescal.bayes.laplace import (
     draws_per_chunk,
     whitening,
 )
-from bayescal.bayes.models import dirgen_model, dirlin_model
+from bayescal.bayes.models import CentredWhitening, dirgen_model, dirlin_model
 from bayescal.bayes.priors import DirGenPrior, DirLinPrior, penalty_to_prior
 from bayescal.calibrators._base import FamilyCalibratorMixin
 from bayescal.dirichlet import SufficientStatistics
@@ -220,10 +220,15 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             data = self._choose_floor(data)
             self._set_fit_data(data)
             attempts = []
+            self._whitening = None
             for ta in self._target_accepts():
                 self._target_accept_now = ta
                 self._fit_posterior(data.x, data.y)
                 self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
+                if self._whitening is not None:
+                    self.diagnostics_["coordinates"] = (
+                        "centred" if isinstance(self._whitening, CentredWhitening)
+                        else "conditional")
                 if self.sampler_ not in _MCMC:
                     break
                 attempts.append({"target_accept": ta,
@@ -231,6 +236,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 self.diagnostics_["attempts"] = list(attempts)
                 if not _divergences_only(self.diagnostics_):
                     break
+            self._whitening = None
             post = _compat.group_dataset(self.idata_, "posterior")
             A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
             post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
@@ -623,7 +629,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     directions that leave every map unchanged are integrated out exactly
     (:mod:`bayescal.bayes.hierarchical`) and NUTS runs in coordinates
     whitened conditionally on the scales
-    (:class:`~bayescal.bayes.models.ConditionalWhitening`).
+    (:class:`~bayescal.bayes.models.ConditionalWhitening`), or, when the data
+    hold every direction of the map far more than the prior does (large
+    ``n``), in the map's own coordinates with a fixed whitening
+    (:class:`~bayescal.bayes.models.CentredWhitening`, chosen by
+    :func:`~bayescal.bayes.laplace.centred_whitening`; one gradient then
+    costs the likelihood, not a Cholesky factorisation). Both hold the same
+    posterior exactly; ``diagnostics_["coordinates"]`` says which ran.
 
     Other priors: ``"fixed"`` (the same model with the three ``tau`` fixed by
     ``reg_lambda``, ``reg_diag``, ``reg_mu``; ``inf`` pins a group),
@@ -663,11 +675,12 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         on maps so sharp that the likelihood of near-separable data had walls
         NUTS diverged on: simulation-based calibration at n = 30 had
         divergences in 4 of 5 fits; docs/benchmarks.md, *Bayesian defaults*.)
-    tau_scale : float, default=0.5
-        Scale ``h`` of the half-normal hyperprior (``"hierarchical"``): prior
-        median ``tau`` 0.34, a strength of about 9, closer to temperature
-        scaling than structured matrix scaling's strength 1; ``h = 1`` was
-        worse on held-out log-loss at n = 30 (docs/benchmarks.md).
+    tau_scale : float or (float, float, float), default=0.5
+        Scale ``h`` of the half-normal hyperprior (``"hierarchical"``), one
+        for every group or ``(h_off, h_diag, h_b)``: at 0.5 the prior median
+        ``tau`` is 0.34, a strength of about 9, closer to temperature scaling
+        than structured matrix scaling's strength 1; ``h = 1`` was worse on
+        held-out log-loss at n = 30 (docs/benchmarks.md).
     draws, tune, chains : int, default=1000, 1000, 4
     sampler : {"auto", "pymc", "nutpie", "numpyro", "laplace", "advi"}, default="auto"
         ``"auto"``: nutpie (``pip install 'bayescal[fast]'``) when installed,
@@ -763,7 +776,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         reg_mu: float | None = None,
         center: str = "identity",
         log_scale_prior: tuple[float, float] = (0.0, 1.0),
-        tau_scale: float = 0.5,
+        tau_scale: float | tuple[float, float, float] = 0.5,
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 4,
@@ -876,7 +889,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         tau = (1.0, 1.0, 1.0)
         if self.prior == "fixed":
             tau = tuple(_tau_of(v) for v in self._strengths())  # type: ignore[assignment]
-        return StructuredPrior(kind, float(lsp[0]), float(lsp[1]), float(self.tau_scale), tau)
+        return StructuredPrior(kind, float(lsp[0]), float(lsp[1]), self.tau_scale, tau)
 
     def _penalty(self, k: int, n: float | None = None, scale: float = 1.0):
         """The penalty whose Gaussian reading is the prior (penalty priors)."""
@@ -960,7 +973,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             self._fit_penalty(x, y)
 
     def _fit_structured(self, x: Array, y: Array) -> None:
-        from bayescal.bayes.laplace import conditional_whitening, structured_mode
+        from bayescal.bayes.laplace import (
+            centred_whitening,
+            conditional_whitening,
+            structured_mode,
+        )
         from bayescal.bayes.models import structured_log_posterior, structured_model
         from bayescal.structured import fit_temperature_scale
 
@@ -970,7 +987,8 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         theta0 = np.zeros(n_params(prior, k))
         s_ts = fit_temperature_scale(x, y)
         theta0[0] = (np.log(s_ts) - prior.log_scale_mean) / prior.log_scale_sd
-        theta0[1 : 1 + sum(prior.sampled)] = np.log(0.5 * prior.tau_scale)
+        theta0[1 : 1 + sum(prior.sampled)] = np.log(
+            [0.5 * h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
         f = structured_log_posterior(x, y, prior)
         theta, L, _ = structured_mode(f, theta0)
         _, self.coef_, self.intercept_ = structured_map(theta, prior, k)
@@ -986,7 +1004,10 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                 {"posterior": {"s": s, "tau": tau, "W": W, "b": b}},
                 dims=_DIMS | {"tau": ["group"]}, coords=_coords(k) | {"group": list(GROUPS)})
             return
-        model = structured_model(x, y, prior, whiten=conditional_whitening(theta, x, y, prior))
+        if getattr(self, "_whitening", None) is None:  # a retry reuses the first attempt's
+            cond = conditional_whitening(theta, x, y, prior)
+            self._whitening = centred_whitening(theta, x, y, prior, cond) or cond
+        model = structured_model(x, y, prior, whiten=self._whitening)
         self.idata_ = self._sample(model, names)
 
     def _fit_penalty(self, x: Array, y: Array) -> None:

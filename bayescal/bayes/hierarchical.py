@@ -60,6 +60,14 @@ entries. For ``b`` (equal scales) this is ``b = \sigma_b B w``, PyMC's
 the labels included: every coordinate has a proper prior and the likelihood
 is at most 1.
 
+Centred coordinates
+-------------------
+Where the data dominate every direction of the map, its own coefficients
+sample better than ``w`` (whose scale follows the sampled ``tau``):
+:func:`centred_map` and :func:`centred_log_prior` write the same model in
+``(u_s, ln tau, c_W, c_b)`` with ``W = B c_W`` column by column and
+``b = B c_b``; :func:`to_centred` maps one system to the other.
+
 Parameter vector
 ----------------
 ``theta`` (unconstrained, length :func:`n_params`): ``u_s`` with
@@ -87,6 +95,8 @@ __all__ = [
     "GROUPS",
     "LinearPart",
     "StructuredPrior",
+    "centred_log_prior",
+    "centred_map",
     "draw_prior",
     "group_scales",
     "linear_part",
@@ -94,6 +104,7 @@ __all__ = [
     "n_params",
     "structured_map",
     "theta_names",
+    "to_centred",
 ]
 
 Array = NDArray[np.float64]
@@ -115,8 +126,9 @@ class StructuredPrior:
         (only ``s`` is sampled).
     log_scale_mean, log_scale_sd : float
         :math:`\ln s \sim \mathcal N(m_s, \sigma_s^2)`.
-    tau_scale : float
-        Scale ``h`` of the half-normal hyperprior (``"hierarchical"``).
+    tau_scale : float or (float, float, float)
+        Scale ``h`` of the half-normal hyperprior (``"hierarchical"``): one
+        for all three groups, or ``(h_off, h_diag, h_b)``.
     tau : (float, float, float)
         ``(tau_off, tau_diag, tau_b)`` for ``"fixed"``; ``0`` pins a group at
         the centre. Ignored by the other kinds.
@@ -125,7 +137,7 @@ class StructuredPrior:
     kind: str = "hierarchical"
     log_scale_mean: float = 0.0
     log_scale_sd: float = 1.0
-    tau_scale: float = 0.5
+    tau_scale: float | tuple[float, float, float] = 0.5
     tau: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
@@ -133,13 +145,32 @@ class StructuredPrior:
         if not np.isfinite(self.log_scale_mean):
             raise ValueError(f"log_scale_mean must be finite; got {self.log_scale_mean!r}")
         check_nonnegative_float(self.log_scale_sd, "log_scale_sd", strict=True)
-        check_nonnegative_float(self.tau_scale, "tau_scale", strict=True)
+        h = self.tau_scale
+        if isinstance(h, tuple | list | np.ndarray):
+            if len(h) != 3:
+                raise ValueError(f"tau_scale must be a float or (h_off, h_diag, h_b); got {h!r}")
+            for name, v in zip(GROUPS, h, strict=True):
+                if not np.isfinite(check_nonnegative_float(v, f"tau_scale of {name}",
+                                                           strict=True)):
+                    raise ValueError(f"tau_scale of {name} must be finite; got {v!r}")
+            h = tuple(float(v) for v in h)
+        else:
+            h = check_nonnegative_float(h, "tau_scale", strict=True)
+            if not np.isfinite(h):
+                raise ValueError(f"tau_scale must be finite; got {h!r}")
+        object.__setattr__(self, "tau_scale", h)
         if len(self.tau) != 3:
             raise ValueError(f"tau must be (tau_off, tau_diag, tau_b); got {self.tau!r}")
         for name, t in zip(GROUPS, self.tau, strict=True):
             if not np.isfinite(check_nonnegative_float(t, f"tau_{name}")):
                 raise ValueError(f"tau_{name} must be finite; got {t!r}")
         object.__setattr__(self, "tau", tuple(float(t) for t in self.tau))
+
+    @property
+    def tau_scales(self) -> tuple[float, float, float]:
+        """``(h_off, h_diag, h_b)``: the hyperprior scale of each group."""
+        h = self.tau_scale
+        return h if isinstance(h, tuple) else (h, h, h)  # type: ignore[return-value]
 
     @property
     def sampled(self) -> tuple[bool, bool, bool]:
@@ -158,12 +189,16 @@ class StructuredPrior:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["tau"] = list(self.tau)
+        if isinstance(self.tau_scale, tuple):
+            d["tau_scale"] = list(self.tau_scale)
         return {"structured": d}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StructuredPrior:
         d = dict(d["structured"])
         d["tau"] = tuple(d["tau"])
+        if isinstance(d.get("tau_scale"), list):
+            d["tau_scale"] = tuple(d["tau_scale"])
         return cls(**d)
 
 
@@ -378,6 +413,15 @@ def structured_map(theta: Any, prior: StructuredPrior, k: int,
     return s, W, b
 
 
+def _log_hyper(u_s: Any, logtau: list[Any], prior: StructuredPrior, xp: ModuleType) -> Any:
+    """The ``s`` and ``ln tau`` terms shared by both coordinate systems."""
+    out = -0.5 * u_s**2
+    scales = [h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on]
+    for lt, h in zip(logtau, scales, strict=True):
+        out = out + lt - 0.5 * xp.exp(2.0 * lt) / h**2
+    return out
+
+
 def log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType = np) -> Any:
     r"""Log prior density of ``theta`` up to a constant (Jacobian of ``tau = e^l`` included).
 
@@ -385,14 +429,98 @@ def log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType = np) -
     - \tfrac12 \lVert w \rVert^2`.
     """
     u_s, logtau, w_W, w_b = _split(theta, prior, k)
-    out = -0.5 * u_s**2
-    for lt in logtau:
-        out = out + lt - 0.5 * xp.exp(2.0 * lt) / prior.tau_scale**2
+    out = _log_hyper(u_s, logtau, prior, xp)
     if _w_size(prior, k):
         out = out - 0.5 * (w_W**2).sum()
     if w_b is not None:
         out = out - 0.5 * (w_b**2).sum()
     return out
+
+
+# ---------------------------------------------------------------------------
+# Centred coordinates (the map itself), for posteriors the data dominate
+# ---------------------------------------------------------------------------
+def _check_centred(prior: StructuredPrior) -> None:
+    if not all(prior.present):
+        raise ValueError("centred coordinates need every group free (no tau of 0); got "
+                         f"tau={prior.tau!r} for kind={prior.kind!r}")
+
+
+def _log_group_sds(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType) -> list[Any]:
+    """``ln sigma`` of the off-diagonal, diagonal and intercept groups."""
+    _, logtau, _, _ = _split(theta, prior, k)
+    it = iter(logtau)
+    lt = [next(it) if on else np.log(prior.tau[g]) for g, on in enumerate(prior.sampled)]
+    return [v - np.log(nv) for v, nv in zip(lt, _norms(k), strict=True)]
+
+
+def centred_map(theta: Any, prior: StructuredPrior, k: int,
+                xp: ModuleType = np) -> tuple[Any, Any, Any]:
+    r"""``(s, W, b)`` of a parameter vector in centred coordinates.
+
+    ``theta`` has the layout of the non-centred one (module docstring), with
+    the coefficients of the map itself in place of ``w``:
+    :math:`W_{\cdot i} = B c_i` (``c_i``, ``k - 1`` numbers, for each column
+    ``i``) and :math:`b = B c_b`, ``B`` the fixed orthonormal basis of
+    :math:`\mathbf 1^\perp`. The columns of ``W`` and ``b`` sum to zero, one
+    representative of each class of equivalent maps.
+    """
+    _check_centred(prior)
+    u_s, _, cW, cb = _split(theta, prior, k)
+    B = _basis(k)
+    s = xp.exp(prior.log_scale_mean + prior.log_scale_sd * u_s)
+    return s, xp.dot(B, cW.reshape((k, k - 1)).T), xp.dot(B, cb)
+
+
+def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType = np) -> Any:
+    r"""Log prior density of centred ``theta`` (:func:`centred_map`), up to a constant.
+
+    The prior of the model above, written for the map: with
+    :math:`d = W_{\cdot i}/s - e_i` (column ``i`` of :math:`W' - I`, up to the
+    added constant that leaves the map unchanged) and
+    :math:`\lambda_j = 1/\sigma_j^2` (:math:`\sigma_d` on row ``i``,
+    :math:`\sigma_o` elsewhere), marginalising the constant gives
+
+    .. math::
+
+        \ln p(c_i \mid s, \tau) = -\tfrac12\Bigl(\sum_j \lambda_j d_j^2
+        - \frac{(\sum_j \lambda_j d_j)^2}{\sum_j \lambda_j}\Bigr)
+        - \tfrac12 \Bigl(\sum_j \ln \sigma_j^2 + \ln \frac{\sum_j \lambda_j}{k}\Bigr)
+        - (k - 1) \ln s,
+
+    (the last term is the Jacobian of :math:`W = s W'`), and
+    :math:`\ln p(c_b \mid \tau) = -\lVert c_b \rVert^2/(2\sigma_b^2)
+    - (k - 1)\ln\sigma_b`. It equals :func:`log_prior` at the matching
+    non-centred point (:func:`to_centred`) minus the log Jacobian of that
+    change of variables, exactly (tested), so both coordinate systems hold
+    one posterior.
+    """
+    _check_centred(prior)
+    u_s, logtau, cW, cb = _split(theta, prior, k)
+    out = _log_hyper(u_s, logtau, prior, xp)
+    lso, lsd, lsb = _log_group_sds(theta, prior, k, xp)
+    B = _basis(k)
+    eye = np.eye(k)
+    s = xp.exp(prior.log_scale_mean + prior.log_scale_sd * u_s)
+    D = xp.dot(B, cW.reshape((k, k - 1)).T) / s - eye          # [j, i]
+    lam_o, lam_d = xp.exp(-2.0 * lso), xp.exp(-2.0 * lsd)
+    lam = lam_o + (lam_d - lam_o) * eye                        # [j, i]
+    tot = lam.sum(axis=0)
+    quad = (lam * D**2).sum(axis=0) - (lam * D).sum(axis=0) ** 2 / tot
+    logdet = 2.0 * ((k - 1) * lso + lsd) + xp.log(tot / k)
+    out = out - 0.5 * quad.sum() - 0.5 * logdet.sum()
+    out = out - k * (k - 1) * (prior.log_scale_mean + prior.log_scale_sd * u_s)
+    return out - 0.5 * (cb**2).sum() * xp.exp(-2.0 * lsb) - (k - 1) * lsb
+
+
+def to_centred(theta: ArrayLike, prior: StructuredPrior, k: int) -> Array:
+    """The centred coordinates (:func:`centred_map`) of a non-centred ``theta``: same map."""
+    _check_centred(prior)
+    theta = np.asarray(theta, dtype=np.float64)
+    _, W, b = structured_map(theta, prior, k)
+    B = _basis(k)
+    n_hyper = 1 + sum(prior.sampled)
+    return np.concatenate([theta[:n_hyper], (B.T @ W).T.ravel(), B.T @ b])
 
 
 def draw_prior(prior: StructuredPrior, k: int, size: int,
@@ -402,7 +530,8 @@ def draw_prior(prior: StructuredPrior, k: int, size: int,
     theta = rng.standard_normal((size, n_params(prior, k)))
     n_tau = sum(prior.sampled)
     if n_tau:
-        tau = prior.tau_scale * np.abs(rng.standard_normal((size, n_tau)))
+        h = np.array([h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
+        tau = h * np.abs(rng.standard_normal((size, n_tau)))
         theta[:, 1 : 1 + n_tau] = np.log(tau)
     return theta
 

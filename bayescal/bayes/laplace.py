@@ -46,6 +46,8 @@ from scipy.special import digamma, gammaln, polygamma
 from bayescal.bayes.priors import DirGenPrior
 
 __all__ = [
+    "CENTRED_RATIO_FLOOR",
+    "centred_whitening",
     "conditional_whitening",
     "dirgen_log_evidence",
     "dirgen_log_posterior",
@@ -348,6 +350,13 @@ def structured_mode(
         ``L L^T`` is the inverse of the negative Hessian (:func:`whitening`).
     result : scipy.optimize.OptimizeResult
     """
+    x, H, res = _maximise(log_posterior, theta0, max_iter=max_iter, gtol=gtol)
+    return x, whitening(H), res
+
+
+def _maximise(log_posterior: Any, theta0: ArrayLike, *, max_iter: int = 2000,
+              gtol: float = 1e-6) -> tuple[Array, Array, Any]:
+    """L-BFGS on the negative log posterior: the mode, the negative Hessian there, the result."""
     from scipy.optimize import minimize
 
     def neg(t: Array) -> tuple[float, Array]:
@@ -356,8 +365,7 @@ def structured_mode(
 
     res = minimize(neg, np.asarray(theta0, dtype=np.float64), jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "gtol": gtol, "maxcor": 30})
-    H = finite_difference_hessian(lambda t: neg(t)[1], res.x)
-    return res.x, whitening(H), res
+    return res.x, finite_difference_hessian(lambda t: neg(t)[1], res.x), res
 
 
 def conditional_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any):
@@ -379,3 +387,60 @@ def conditional_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: A
     _, g, H = multinomial_objective(r, x, y, structure="full", penalty=None, hessian=True)
     return ConditionalWhitening(hyper_loc=theta[: 1 + sum(prior.sampled)].copy(),
                                 fisher=n * H, grad=-n * g, r_star=r)
+
+
+#: Below this smallest data-to-prior ratio :func:`centred_whitening` does not
+#: look for the centred mode (the prior holds some direction as much as the data).
+CENTRED_RATIO_FLOOR = 0.5
+
+
+def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
+                      conditional: Any):
+    r"""A :class:`~bayescal.bayes.models.CentredWhitening` when the data dominate, else ``None``.
+
+    At the non-centred mode ``theta`` the conditional precision of the map's
+    coefficients is :math:`I + J^\top F J` (prior plus data, in units of the
+    prior there; :class:`~bayescal.bayes.models.ConditionalWhitening`). In
+    centred coordinates a direction with data-to-prior ratio ``r`` (an
+    eigenvalue of :math:`J^\top F J`) has conditional variance proportional
+    to :math:`1/(r + e^{-2\Delta})` when the log prior scale moves by
+    :math:`\Delta`. So:
+
+    1. ``None`` when a group is pinned or :math:`\min r` < 0.5
+       (:data:`CENTRED_RATIO_FLOOR`);
+    2. the centred mode (L-BFGS from ``theta``'s map) and the negative
+       Hessian there (central differences of the analytic gradient);
+       ``None`` when it is not positive definite (no mode: a funnel);
+    3. with :math:`\delta` twice the largest Laplace sd of :math:`\ln s`
+       and the :math:`\ln \tau` there, the centred coordinates are used
+       when moving them by :math:`\delta` changes no direction's
+       conditional variance by more than a factor 2,
+       :math:`\min r \ge e^{2\delta} - 2`: the funnel that centring risks
+       is then mild and the posterior close to Gaussian.
+    """
+    from bayescal.bayes.hierarchical import group_scales, linear_part, to_centred
+    from bayescal.bayes.models import CentredWhitening, structured_log_posterior
+
+    if not all(prior.present):
+        return None
+    theta = np.asarray(theta, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    k = x.shape[1]
+    s = float(np.exp(prior.log_scale_mean + prior.log_scale_sd * theta[0]))
+    lin = linear_part(s, [float(t) for t in group_scales(theta, prior, k)], prior, k)
+    ratio = np.linalg.eigvalsh(lin.gram(np.asarray(conditional.fisher))).min()
+    if not ratio >= CENTRED_RATIO_FLOOR:
+        return None
+    loc, H, _ = _maximise(structured_log_posterior(x, y, prior, centred=True),
+                          to_centred(theta, prior, k))
+    try:
+        C = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return None
+    chol = np.linalg.inv(C).T
+    n_hyper = 1 + sum(prior.sampled)
+    sd = np.sqrt(np.sum(chol[:n_hyper] ** 2, axis=1))
+    delta = 2.0 * max(prior.log_scale_sd * sd[0], *sd[1:])
+    if not ratio >= np.exp(2.0 * delta) - 2.0:
+        return None
+    return CentredWhitening(loc=loc, chol=chol)

@@ -6,7 +6,8 @@ concentration it is) and ``class_in`` (column ``i``: the feature
 
 * :func:`structured_model`: the default Bayesian DirLin, centred on
   temperature scaling with learned scales (:mod:`bayescal.bayes.hierarchical`),
-  optionally whitened by a Laplace fit; :func:`structured_log_posterior`
+  optionally whitened by a Laplace fit (:class:`ConditionalWhitening`, or
+  :class:`CentredWhitening` in the map's own coordinates); :func:`structured_log_posterior`
   compiles its log density and gradient for the mode.
 * :func:`dirlin_model`: Bayesian DirLin with fixed Gaussian priors (the
   reading of a penalty) in identified coordinates
@@ -41,6 +42,8 @@ from bayescal.bayes._backend import import_pymc
 from bayescal.bayes.gauge import Gauge
 from bayescal.bayes.hierarchical import (
     StructuredPrior,
+    centred_log_prior,
+    centred_map,
     group_scales,
     linear_part,
     log_prior,
@@ -55,6 +58,7 @@ __all__ = [
     "dirgen_rowwise_model",
     "dirlin_model",
     "dirlin_raw_model",
+    "CentredWhitening",
     "ConditionalWhitening",
     "structured_log_posterior",
     "structured_model",
@@ -76,8 +80,12 @@ def _loglik(W, b, x: Array, stats: SufficientStatistics):
             - pt.sum(pt.logsumexp(logits, axis=1)))
 
 
-def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior):
+def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, *,
+                             centred: bool = False):
     """Compiled log posterior of the structured model and its gradient in ``theta``.
+
+    With ``centred=True``, in the centred coordinates of
+    :func:`bayescal.bayes.hierarchical.centred_map`.
 
     Returns
     -------
@@ -95,8 +103,9 @@ def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior)
     k = x.shape[1]
     stats = SufficientStatistics.from_features(x, np.asarray(y))
     theta = pt.vector("theta", dtype="float64")
-    _, W, b = structured_map(theta, prior, k, pt)
-    total = log_prior(theta, prior, k, pt) + _loglik(W, b, x, stats)
+    to_map, density = (centred_map, centred_log_prior) if centred else (structured_map, log_prior)
+    _, W, b = to_map(theta, prior, k, pt)
+    total = density(theta, prior, k, pt) + _loglik(W, b, x, stats)
     fn = pytensor.function([theta], [total, pt.grad(total, theta)])
 
     def f(t: Array) -> tuple[float, Array]:
@@ -147,12 +156,35 @@ class ConditionalWhitening:
     r_star: Array
 
 
+@dataclass(frozen=True)
+class CentredWhitening:
+    r"""A fixed affine whitening of the centred coordinates (a posterior the data dominate).
+
+    The model samples ``z`` with :math:`\theta_c = \mathrm{loc} + \mathrm{chol}\, z`,
+    ``theta_c`` the centred coordinates of
+    :func:`bayescal.bayes.hierarchical.centred_map` (the map itself, with
+    ``s`` and the scales), ``loc`` their posterior mode and
+    ``chol chol^T`` the inverse of the negative Hessian there. Constant
+    Jacobian, so the density is exact. Where every direction of the map is
+    held by the data far more than by the prior, this Gaussian fits the whole
+    posterior and one gradient costs the likelihood and one matrix-vector
+    product, against a Cholesky factorisation for
+    :class:`ConditionalWhitening`; where some direction is held by the prior
+    alone the centred coordinates have a funnel (and the density no mode), so
+    the estimator uses :class:`ConditionalWhitening` there
+    (:func:`bayescal.bayes.laplace.centred_whitening`).
+    """
+
+    loc: Array
+    chol: Array
+
+
 def structured_model(
     x: ArrayLike,
     y: ArrayLike,
     prior: StructuredPrior,
     *,
-    whiten: ConditionalWhitening | None = None,
+    whiten: ConditionalWhitening | CentredWhitening | None = None,
 ):
     r"""The structured Bayesian DirLin model (:mod:`bayescal.bayes.hierarchical`).
 
@@ -169,10 +201,11 @@ def structured_model(
     y : array-like of shape (n,)
         Labels.
     prior : StructuredPrior
-    whiten : ConditionalWhitening, optional
+    whiten : ConditionalWhitening or CentredWhitening, optional
         Sample ``eta - hyper_loc`` and ``xi`` instead of ``theta`` (an exact
-        change of variables; see :class:`ConditionalWhitening`). Without it
-        the model has one flat vector ``theta``.
+        change of variables; see :class:`ConditionalWhitening`), or ``z`` of
+        the centred coordinates (:class:`CentredWhitening`). Without it the
+        model has one flat vector ``theta``.
 
     Returns
     -------
@@ -197,7 +230,14 @@ def structured_model(
                            "hyper": list(range(n_hyper)), "coef": list(range(dim - n_hyper))}
     with pm.Model(coords=coords) as model:
         jac = 0.0
-        if whiten is None:
+        density = log_prior
+        if isinstance(whiten, CentredWhitening):
+            z = pm.Flat("z", dims="param")
+            theta = pt.as_tensor(np.asarray(whiten.loc, dtype=np.float64)) + pt.dot(
+                pt.as_tensor(np.asarray(whiten.chol, dtype=np.float64)), z)
+            s, W, b = centred_map(theta, prior, k, pt)
+            density = centred_log_prior
+        elif whiten is None:
             theta = pm.Flat("theta", dims="param")
             s, W, b = structured_map(theta, prior, k, pt)
         else:
@@ -226,12 +266,13 @@ def structured_model(
         tau = pt.stack([pt.as_tensor(t, dtype="float64")
                         for t in group_scales(theta, prior, k, pt)])
         if whiten is not None:
+            # the coordinates in use: non-centred (ConditionalWhitening) or centred
             pm.Deterministic("theta", theta, dims="param")
         pm.Deterministic("s", s)
         pm.Deterministic("tau", tau, dims="group")
         pm.Deterministic("W", W, dims=("class_out", "class_in"))
         pm.Deterministic("b", b, dims="class_out")
-        pm.Potential("prior", log_prior(theta, prior, k, pt) + jac)
+        pm.Potential("prior", density(theta, prior, k, pt) + jac)
         pm.Potential("loglik", _loglik(W, b, x, stats))
     return model
 
