@@ -220,15 +220,15 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             data = self._choose_floor(data)
             self._set_fit_data(data)
             attempts = []
-            self._whitening = None
+            self._reused = {}  # what a retry takes from the first attempt (mode, whitening)
             for ta in self._target_accepts():
                 self._target_accept_now = ta
                 self._fit_posterior(data.x, data.y)
                 self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
-                if self._whitening is not None:
+                whiten = self._reused.get("whitening")
+                if whiten is not None:
                     self.diagnostics_["coordinates"] = (
-                        "centred" if isinstance(self._whitening, CentredWhitening)
-                        else "conditional")
+                        "centred" if isinstance(whiten, CentredWhitening) else "conditional")
                 if self.sampler_ not in _MCMC:
                     break
                 attempts.append({"target_accept": ta,
@@ -236,7 +236,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 self.diagnostics_["attempts"] = list(attempts)
                 if not _divergences_only(self.diagnostics_):
                     break
-            self._whitening = None
+            self._reused = {}
             post = _compat.group_dataset(self.idata_, "posterior")
             A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
             post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
@@ -984,13 +984,15 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         k = x.shape[1]
         prior = self.prior_ = self._structured_prior()
         self.log_evidence_ = float("nan")
-        theta0 = np.zeros(n_params(prior, k))
-        s_ts = fit_temperature_scale(x, y)
-        theta0[0] = (np.log(s_ts) - prior.log_scale_mean) / prior.log_scale_sd
-        theta0[1 : 1 + sum(prior.sampled)] = np.log(
-            [0.5 * h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
-        f = structured_log_posterior(x, y, prior)
-        theta, L, _ = structured_mode(f, theta0)
+        if "mode" not in self._reused:  # a retry reuses the first attempt's mode and whitening
+            theta0 = np.zeros(n_params(prior, k))
+            s_ts = fit_temperature_scale(x, y)
+            theta0[0] = (np.log(s_ts) - prior.log_scale_mean) / prior.log_scale_sd
+            theta0[1 : 1 + sum(prior.sampled)] = np.log(
+                [0.5 * h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
+            theta, L, _ = structured_mode(structured_log_posterior(x, y, prior), theta0)
+            self._reused["mode"] = (theta, L)
+        theta, L = self._reused["mode"]
         _, self.coef_, self.intercept_ = structured_map(theta, prior, k)
         names = ["s", "tau", "W", "b"]
         if self.sampler_ == "laplace":
@@ -1004,10 +1006,10 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                 {"posterior": {"s": s, "tau": tau, "W": W, "b": b}},
                 dims=_DIMS | {"tau": ["group"]}, coords=_coords(k) | {"group": list(GROUPS)})
             return
-        if getattr(self, "_whitening", None) is None:  # a retry reuses the first attempt's
+        if "whitening" not in self._reused:
             cond = conditional_whitening(theta, x, y, prior)
-            self._whitening = centred_whitening(theta, x, y, prior, cond) or cond
-        model = structured_model(x, y, prior, whiten=self._whitening)
+            self._reused["whitening"] = centred_whitening(theta, x, y, prior, cond) or cond
+        model = structured_model(x, y, prior, whiten=self._reused["whitening"])
         self.idata_ = self._sample(model, names)
 
     def _fit_penalty(self, x: Array, y: Array) -> None:

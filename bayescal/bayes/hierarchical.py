@@ -501,15 +501,15 @@ def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType
     lso, lsd, lsb = _log_group_sds(theta, prior, k, xp)
     B = _basis(k)
     eye = np.eye(k)
-    s = xp.exp(prior.log_scale_mean + prior.log_scale_sd * u_s)
-    D = xp.dot(B, cW.reshape((k, k - 1)).T) / s - eye          # [j, i]
+    log_s = prior.log_scale_mean + prior.log_scale_sd * u_s
+    D = xp.dot(B, cW.reshape((k, k - 1)).T) / xp.exp(log_s) - eye          # [j, i]
     lam_o, lam_d = xp.exp(-2.0 * lso), xp.exp(-2.0 * lsd)
     lam = lam_o + (lam_d - lam_o) * eye                        # [j, i]
     tot = lam.sum(axis=0)
     quad = (lam * D**2).sum(axis=0) - (lam * D).sum(axis=0) ** 2 / tot
     logdet = 2.0 * ((k - 1) * lso + lsd) + xp.log(tot / k)
     out = out - 0.5 * quad.sum() - 0.5 * logdet.sum()
-    out = out - k * (k - 1) * (prior.log_scale_mean + prior.log_scale_sd * u_s)
+    out = out - k * (k - 1) * log_s
     return out - 0.5 * (cb**2).sum() * xp.exp(-2.0 * lsb) - (k - 1) * lsb
 
 
