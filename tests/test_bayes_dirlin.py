@@ -4,7 +4,7 @@ The penalty-reading priors (``prior="odir"``, ``"l2"``): their posterior mode
 is the regularised :class:`~bayescal.DirichletCalibrator` fit. The default
 (hierarchical) prior is tested in ``test_bayes_defaults.py``.
 
-Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 500 draws), k=3,
+Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 1000 draws), k=3,
 n=1000) shared by the module; everything else uses the Laplace sampler or
 compiled log-densities.
 """
@@ -44,7 +44,7 @@ def nuts_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SamplingWarning)  # must converge
         return BayesianDirichletCalibrator(
-            prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="pymc", draws=500, tune=300,
+            prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="pymc", draws=1000, tune=300,
             chains=2, random_seed=5, progressbar=False,
         ).fit(q, y)
 

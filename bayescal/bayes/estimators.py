@@ -173,7 +173,7 @@ def _per_draw(func, P: Array, Q: Array) -> tuple[Array, Array]:
 class _BayesianFamilyBase(FamilyCalibratorMixin):
     """Posterior side shared by the Bayesian calibrators.
 
-    Subclasses implement ``_fit_posterior(x, y)`` which sets ``idata_`` with
+    Subclasses implement ``_fit_posterior(x, y, target_accept)`` which sets ``idata_`` with
     ``W``, ``b`` in its posterior, ``coef_`` / ``intercept_`` (the map at the
     posterior mode) and ``_stats`` (arrays fingerprinting the fit).
     """
@@ -222,8 +222,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             attempts = []
             self._reused = {}  # what a retry takes from the first attempt (mode, whitening)
             for ta in self._target_accepts():
-                self._target_accept_now = ta
-                self._fit_posterior(data.x, data.y)
+                self._fit_posterior(data.x, data.y, ta)
                 self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
                 whiten = self._reused.get("whitening")
                 if whiten is not None:
@@ -958,21 +957,21 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         return gauge, penalty, gauge.from_raw(raw), _inv_chol(H_theta)
 
     # -- fitting ----------------------------------------------------------
-    def _sample(self, model: Any, var_names: list[str]) -> Any:
+    def _sample(self, model: Any, var_names: list[str], target_accept: float) -> Any:
         return sample_model(model, sampler=self.sampler_, draws=self.draws, tune=self.tune,
                             chains=self.chains, random_seed=self.random_seed,
-                            var_names=var_names, target_accept=self._target_accept_now,
+                            var_names=var_names, target_accept=target_accept,
                             progressbar=self.progressbar)
 
-    def _fit_posterior(self, x: Array, y: Array) -> None:
+    def _fit_posterior(self, x: Array, y: Array, target_accept: float) -> None:
         stats = SufficientStatistics.from_features(x, y)
         self._stats = {"counts": stats.counts, "S": stats.sums}
         if self.prior in _STRUCTURED:
-            self._fit_structured(x, y)
+            self._fit_structured(x, y, target_accept)
         else:
-            self._fit_penalty(x, y)
+            self._fit_penalty(x, y, target_accept)
 
-    def _fit_structured(self, x: Array, y: Array) -> None:
+    def _fit_structured(self, x: Array, y: Array, target_accept: float) -> None:
         from bayescal.bayes.laplace import (
             centred_whitening,
             conditional_whitening,
@@ -1010,9 +1009,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             cond = conditional_whitening(theta, x, y, prior)
             self._reused["whitening"] = centred_whitening(theta, x, y, prior, cond) or cond
         model = structured_model(x, y, prior, whiten=self._reused["whitening"])
-        self.idata_ = self._sample(model, names)
+        self.idata_ = self._sample(model, names, target_accept)
 
-    def _fit_penalty(self, x: Array, y: Array) -> None:
+    def _fit_penalty(self, x: Array, y: Array, target_accept: float) -> None:
         gauge, penalty, theta, L = self.laplace_approximation(x, y)
         self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
@@ -1027,7 +1026,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                                             coords=_coords(x.shape[1]))
             return
         model = dirlin_model(x, y, gauge, whiten=(theta, L))
-        self.idata_ = self._sample(model, ["W", "b"])
+        self.idata_ = self._sample(model, ["W", "b"], target_accept)
 
     # -- prior and posterior predictive ----------------------------------
     def sample_prior_predictive(self, scores: ArrayLike, *, draws: int = 500,
@@ -1249,7 +1248,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self._prior()
         self._check_common()
 
-    def _fit_posterior(self, x: Array, y: Array) -> None:
+    def _fit_posterior(self, x: Array, y: Array, target_accept: float) -> None:
         prior = self.prior_ = self._prior()
         k = x.shape[1]
         stats = SufficientStatistics.from_features(x, y)
@@ -1272,7 +1271,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
                 chains=self.chains,
                 random_seed=self.random_seed,
                 var_names=["alpha"],
-                target_accept=self._target_accept_now,
+                target_accept=target_accept,
                 progressbar=self.progressbar,
             )
             alpha = idata.posterior["alpha"].values

@@ -172,6 +172,14 @@ class StructuredPrior:
         h = self.tau_scale
         return h if isinstance(h, tuple) else (h, h, h)  # type: ignore[return-value]
 
+    def log_scale(self, u_s: Any) -> Any:
+        r""":math:`\ln s = m_s + \sigma_s u_s` of the standardised coordinate ``u_s``.
+
+        Plain arithmetic: ``u_s`` may be a float, a NumPy array or a PyTensor
+        variable.
+        """
+        return self.log_scale_mean + self.log_scale_sd * u_s
+
     @property
     def sampled(self) -> tuple[bool, bool, bool]:
         """Whether each group's ``tau`` is sampled."""
@@ -404,7 +412,7 @@ def structured_map(theta: Any, prior: StructuredPrior, k: int,
     b : array of shape (k,)
     """
     u_s, _, w_W, w_b = _split(theta, prior, k)
-    s = xp.exp(prior.log_scale_mean + prior.log_scale_sd * u_s)
+    s = xp.exp(prior.log_scale(u_s))
     lin = linear_part(s, group_scales(theta, prior, k, xp), prior, k, xp)
     w = [v for v in (w_W if _w_size(prior, k) else None, w_b) if v is not None]
     if not w:
@@ -468,7 +476,7 @@ def centred_map(theta: Any, prior: StructuredPrior, k: int,
     _check_centred(prior)
     u_s, _, cW, cb = _split(theta, prior, k)
     B = _basis(k)
-    s = xp.exp(prior.log_scale_mean + prior.log_scale_sd * u_s)
+    s = xp.exp(prior.log_scale(u_s))
     return s, xp.dot(B, cW.reshape((k, k - 1)).T), xp.dot(B, cb)
 
 
@@ -501,7 +509,7 @@ def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType
     lso, lsd, lsb = _log_group_sds(theta, prior, k, xp)
     B = _basis(k)
     eye = np.eye(k)
-    log_s = prior.log_scale_mean + prior.log_scale_sd * u_s
+    log_s = prior.log_scale(u_s)
     D = xp.dot(B, cW.reshape((k, k - 1)).T) / xp.exp(log_s) - eye          # [j, i]
     lam_o, lam_d = xp.exp(-2.0 * lso), xp.exp(-2.0 * lsd)
     lam = lam_o + (lam_d - lam_o) * eye                        # [j, i]

@@ -426,7 +426,7 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
     theta = np.asarray(theta, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     k = x.shape[1]
-    s = float(np.exp(prior.log_scale_mean + prior.log_scale_sd * theta[0]))
+    s = float(np.exp(prior.log_scale(theta[0])))
     lin = linear_part(s, [float(t) for t in group_scales(theta, prior, k)], prior, k)
     ratio = np.linalg.eigvalsh(lin.gram(np.asarray(conditional.fisher))).min()
     if not ratio >= CENTRED_RATIO_FLOOR:

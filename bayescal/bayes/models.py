@@ -243,7 +243,7 @@ def structured_model(
         else:
             eta = pt.as_tensor(np.asarray(whiten.hyper_loc, dtype=np.float64)) + pm.Flat(
                 "eta", dims="hyper")
-            s = pt.exp(prior.log_scale_mean + prior.log_scale_sd * eta[0])
+            s = pt.exp(prior.log_scale(eta[0]))
             lin = linear_part(s, group_scales(pt.concatenate([eta, pt.zeros(dim - n_hyper)]),
                                               prior, k, pt), prior, k, pt)
             parts = [eta]
