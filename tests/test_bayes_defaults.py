@@ -252,7 +252,7 @@ def test_arviz_loo_on_both_estimators(default_fit, dirgen_fit, data):
     n = data[0].shape[0]
     for est in (default_fit, dirgen_fit):
         ll = est.idata_.log_likelihood["y"]
-        assert ll.shape == (4, 500, n)
+        assert ll.shape == (SMALL["chains"], SMALL["draws"], n)
         assert np.all(np.isfinite(ll.values)) and np.all(ll.values <= 0)
     loo = az.loo(default_fit.idata_, pointwise=True)
     elpd = float(getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan)))
