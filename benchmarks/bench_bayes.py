@@ -607,6 +607,7 @@ def bench_default_timing(k=10, n=5000, repeats=2, sampler="auto"):
         d = est.diagnostics_
         rows.append({"run": i, "seconds": round(time.perf_counter() - t0, 2),
                      "sampler": est.sampler_, "coordinates": d.get("coordinates"),
+                     "tune": est.tune_,
                      "r_hat_max": d["r_hat_max"],
                      "ess_bulk_min": d["ess_bulk_min"], "divergences": d["divergences"],
                      "load_average": os.getloadavg()[0]})

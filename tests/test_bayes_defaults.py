@@ -33,6 +33,7 @@ from bayescal import (
 from bayescal._validation import EPS
 from bayescal.bayes import ConvergenceError, SamplingWarning, compare
 from bayescal.bayes._sampling import enforce
+from bayescal.bayes.estimators import TUNE_AUTO, TUNE_AUTO_CENTRED
 from bayescal.bayes.hierarchical import draw_prior, maps_of
 from bayescal.maps import dirlin_map, log_features
 
@@ -89,13 +90,17 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
     from bayescal.bayes import _compat
 
     q, y, _, _ = make_dirgen(3000, K, rng=[3, 1])
-    # tail ESS of tau at seeds 0-3: 662-870 (4 x 1000 draws), 269-518 at 4 x 500
-    centred = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
+    # the default warm-up (tune="auto": 300 steps in centred coordinates);
+    # tail ESS of tau at seeds 0-3: 875, 584, 1139, 951 (PyMC 6; seed 2, 858 on PyMC 5);
+    # with tune=500 662-870, and 269-518 at 4 x 500 draws
+    centred = BayesianDirichletCalibrator(random_seed=2, **(SMALL | {"tune": "auto"})).fit(q, y)
     assert centred.diagnostics_["coordinates"] == "centred"
+    assert centred.tune_ == TUNE_AUTO_CENTRED
     assert centred.diagnostics_["passed"], centred.diagnostics_
     monkeypatch.setattr(laplace, "centred_whitening", lambda *a, **kw: None)
     cond = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
     assert cond.diagnostics_["coordinates"] == "conditional"
+    assert cond.tune_ == SMALL["tune"]  # an integer tune is used as given
 
     for name in ("s", "tau", "W"):
         a, b = (np.asarray(e.idata_.posterior[name].values) for e in (centred, cond))
@@ -115,6 +120,19 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
         assert np.all(z <= 5.0), (name, z)
     np.testing.assert_allclose(centred.predict_proba(q[:50]), cond.predict_proba(q[:50]),
                                rtol=0, atol=5e-3)
+
+
+def test_tune_auto_resolves_by_coordinates():
+    """``tune="auto"``: 1000 warm-up steps, 300 in centred coordinates; an integer as given."""
+    from bayescal.bayes.models import CentredWhitening
+
+    centred = CentredWhitening(loc=np.zeros(3), chol=np.eye(3))
+    est = BayesianDirichletCalibrator()
+    assert est.tune == "auto"
+    assert est._resolve_tune(None) == est.tune_ == TUNE_AUTO == 1000
+    assert est._resolve_tune(centred) == est.tune_ == TUNE_AUTO_CENTRED == 300
+    assert BayesianDirichletCalibrator(tune=50)._resolve_tune(centred) == 50
+    assert BayesianGenerativeCalibrator(tune="auto")._resolve_tune() == TUNE_AUTO
 
 
 def test_prior_predictive_is_not_degenerate():

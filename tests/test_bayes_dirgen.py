@@ -125,6 +125,7 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
     loaded = BayesianGenerativeCalibrator.load(path)
     assert loaded.get_params() == nuts_fit.get_params()
     assert loaded.model_id_ == nuts_fit.model_id_
+    assert loaded.tune_ == nuts_fit.tune_ == 500
     np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
     np.testing.assert_allclose(
         loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12

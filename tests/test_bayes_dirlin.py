@@ -166,6 +166,7 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
     q = data[0][:100]
     loaded = BayesianDirichletCalibrator.load(nuts_fit.save(tmp_path / "lin.nc"))
     assert loaded.get_params() == nuts_fit.get_params()
+    assert loaded.tune_ == nuts_fit.tune_ == 300
     np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
     np.testing.assert_allclose(
         loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
@@ -224,6 +225,8 @@ def test_short_run_warns_on_request(data):
         ({"retry_target_accept": 1.0}, "retry_target_accept"),
         ({"retry_target_accept": "yes"}, "retry_target_accept"),
         ({"eps": "floor"}, "eps"),
+        ({"tune": "fast"}, "tune must be a non-negative integer or 'auto'; got 'fast'"),
+        ({"tune": -1}, "tune"),
         ({"tau_scale": 0.0}, "tau_scale"),
         ({"tau_scale": (0.5, 1.0)}, "tau_scale"),
         ({"tau_scale": (0.5, -1.0, 1.0)}, "tau_scale of diag"),
