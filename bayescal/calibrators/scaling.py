@@ -33,6 +33,7 @@ from bayescal._validation import (
     check_positive_int,
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin
+from bayescal.maps import temperature_to_dirlin
 from bayescal.optimize import FitResult, fit_multinomial
 from bayescal.structured import check_cv_param, check_strength, fit_structured
 
@@ -194,8 +195,12 @@ class TemperatureScaler(_LogitScaler):
             bounds=(np.exp(-hi), np.exp(-lo)), sample_weight=data.sample_weight, warn=False,
         )
         self._warn_unconverged(res)
+        temperature = float(1.0 / res.theta[0])
+        # W = I / T from the stored T itself, so a loaded model is bit-identical
+        # (I * s and I / (1 / s) can differ in the last bit)
+        W, b = temperature_to_dirlin(temperature, data.x.shape[1])
         self._set_state(data, {
-            "coef_": res.W, "intercept_": res.b, "temperature_": float(1.0 / res.theta[0]),
+            "coef_": W, "intercept_": b, "temperature_": temperature,
             "n_iter_": res.n_iter, "converged_": bool(res.converged),
         })
         return self
