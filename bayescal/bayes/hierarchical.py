@@ -253,12 +253,17 @@ def _split(theta: Any, prior: StructuredPrior, k: int) -> tuple[Any, list[Any], 
     return theta[0], logtau, w_W, w_b
 
 
-def group_scales(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType = np) -> list[Any]:
-    """``[tau_off, tau_diag, tau_b]`` of one ``theta`` (sampled: ``exp(log tau)``)."""
+def _sampled_log_taus(theta: Any, prior: StructuredPrior, k: int) -> list[Any]:
+    """``ln tau`` of each group as ``theta`` holds it; ``None`` where ``tau`` is not sampled."""
     _, logtau, _, _ = _split(theta, prior, k)
     it = iter(logtau)
-    return [xp.exp(next(it)) if on else prior.tau[g] if prior.kind == "fixed" else 0.0
-            for g, on in enumerate(prior.sampled)]
+    return [next(it) if on else None for on in prior.sampled]
+
+
+def group_scales(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType = np) -> list[Any]:
+    """``[tau_off, tau_diag, tau_b]`` of one ``theta`` (sampled: ``exp(log tau)``)."""
+    return [xp.exp(lt) if lt is not None else prior.tau[g] if prior.kind == "fixed" else 0.0
+            for g, lt in enumerate(_sampled_log_taus(theta, prior, k))]
 
 
 @dataclass(frozen=True)
@@ -454,11 +459,10 @@ def _check_centred(prior: StructuredPrior) -> None:
                          f"tau={prior.tau!r} for kind={prior.kind!r}")
 
 
-def _log_group_sds(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType) -> list[Any]:
+def _log_group_sds(theta: Any, prior: StructuredPrior, k: int) -> list[Any]:
     """``ln sigma`` of the off-diagonal, diagonal and intercept groups."""
-    _, logtau, _, _ = _split(theta, prior, k)
-    it = iter(logtau)
-    lt = [next(it) if on else np.log(prior.tau[g]) for g, on in enumerate(prior.sampled)]
+    lt = [v if v is not None else np.log(prior.tau[g])
+          for g, v in enumerate(_sampled_log_taus(theta, prior, k))]
     return [v - np.log(nv) for v, nv in zip(lt, _norms(k), strict=True)]
 
 
@@ -506,7 +510,7 @@ def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType
     _check_centred(prior)
     u_s, logtau, cW, cb = _split(theta, prior, k)
     out = _log_hyper(u_s, logtau, prior, xp)
-    lso, lsd, lsb = _log_group_sds(theta, prior, k, xp)
+    lso, lsd, lsb = _log_group_sds(theta, prior, k)
     B = _basis(k)
     eye = np.eye(k)
     log_s = prior.log_scale(u_s)
