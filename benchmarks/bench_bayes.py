@@ -286,6 +286,13 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _backend() -> str:
+    """nutpie's compile backend in use (``bayescal.bayes.get_config``)."""
+    from bayescal.bayes import get_config
+
+    return get_config()["nutpie_backend"]
+
+
 def _fit_default(q, y, sampler: str, seed: int, params: dict | None = None):
     """The default estimator (or one with ``params`` changed) fitted to ``(q, y)``, failures kept.
 
@@ -364,7 +371,8 @@ def bench_sbc(out: Path, sizes, reps, k=3, sampler="auto", seed0=0, params=None)
             S = next(iter(draws.values())).shape[0]
             keep = np.linspace(0, S - 1, SBC_RANK_DRAWS).round().astype(int)
             row = {"key": key, "n": n, "rep": r, "seconds": round(dt, 2),
-                   "sampler": est.sampler_, "ranks": {}, "in90": {}}
+                   "sampler": est.sampler_, "backend": _backend(), "ranks": {},
+                   "in90": {}}
             for name, v in truth.items():
                 d = draws[name]
                 row["ranks"][name] = int(np.sum(d[keep] < v))
@@ -429,6 +437,7 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
             inside = (lo <= truth) & (truth <= hi)
             diag = est.diagnostics_
             _append(out, {"key": key, "n": n, "rep": r, "sampler": est.sampler_,
+                          "backend": _backend(),
                           "coverage": float(inside.mean()),
                           "width": float(np.mean(hi - lo)),
                           "seconds": round(dt, 2),
@@ -525,6 +534,7 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
                    "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
             est, dt = _fit_default(p, y, sampler, 0, params)
             row["bayes_seconds"] = round(dt, 2)
+            row["backend"] = _backend()
             row["bayes_mean"] = _log_loss(d, est.predict_proba(d["p_test"]))
             row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="map"))
             diag = est.diagnostics_
@@ -663,6 +673,27 @@ def to_markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _run_check(name: str, path: Path, args, sizes) -> None:
+    """One check of ``--checks``, appending to ``path``."""
+    if name == "sbc":
+        bench_sbc(path, sizes or [30, 300], args.reps or 200, sampler=args.sampler,
+                  params=args.params)
+    elif name == "coverage":
+        bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps or 200,
+                       sampler=args.sampler, params=args.params)
+    elif name == "realdata":
+        bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
+                       datasets=args.datasets and args.datasets.split(","), params=args.params)
+    elif name == "baselines":
+        bench_baselines(path, args.scores, sizes or [30, 100], reps=args.reps or 3)
+    elif name == "timing":
+        res = bench_default_timing(sampler=args.sampler)
+        args.check_dir.mkdir(parents=True, exist_ok=True)
+        (args.check_dir / "timing.json").write_text(json.dumps(res, indent=1))
+    else:
+        raise SystemExit(f"unknown check {name!r}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny runs (smoke test)")
@@ -684,6 +715,11 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=None,
                     help="replications (sbc, coverage: 200; baselines: subsamples, 3)")
     ap.add_argument("--sampler", default="auto", help="sampler of the checks")
+    ap.add_argument("--nutpie-backend", default=None, choices=("jax", "numba"),
+                    help="how nutpie compiles (bayescal.bayes.set_config): default numba "
+                         "for the loops of fits (sbc, coverage, realdata: one compilation "
+                         "per model structure, reused for every data set), the library's "
+                         "default for timing")
     ap.add_argument("--datasets", default=None,
                     help="realdata: comma-separated datasets of the grid to run (default: all)")
     ap.add_argument("--scores", type=Path, default=Path("results/quality/scores"),
@@ -707,27 +743,15 @@ def main(argv=None):
         (args.check_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         return
     if args.checks:
+        from bayescal.bayes import config_context
+
         sizes = None if args.sizes is None else [int(v) for v in args.sizes.split(",")]
         for name in args.checks.split(","):
             path = args.check_dir / f"{name}.jsonl"
-            if name == "sbc":
-                bench_sbc(path, sizes or [30, 300], args.reps or 200, sampler=args.sampler,
-                          params=args.params)
-            elif name == "coverage":
-                bench_coverage(path, sizes or [30, 100, 300, 1000], args.reps or 200,
-                               sampler=args.sampler, params=args.params)
-            elif name == "realdata":
-                bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
-                               datasets=args.datasets and args.datasets.split(","),
-                               params=args.params)
-            elif name == "baselines":
-                bench_baselines(path, args.scores, sizes or [30, 100], reps=args.reps or 3)
-            elif name == "timing":
-                res = bench_default_timing(sampler=args.sampler)
-                args.check_dir.mkdir(parents=True, exist_ok=True)
-                (args.check_dir / "timing.json").write_text(json.dumps(res, indent=1))
-            else:
-                raise SystemExit(f"unknown check {name!r}")
+            backend = args.nutpie_backend or ("numba" if name in ("sbc", "coverage", "realdata")
+                                              else None)
+            with config_context(nutpie_backend=backend):
+                _run_check(name, path, args, sizes)
         return
     if args.markdown:
         merged = {}

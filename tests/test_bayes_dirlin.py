@@ -198,14 +198,19 @@ def test_relabelling_permutes_predictions(data):
 
 
 def test_short_run_warns_on_request(data):
-    """on_failure="warn": a failing posterior is kept, with a SamplingWarning."""
+    """on_failure="warn": a failing posterior is kept, with a SamplingWarning.
+
+    Too few draws for ESS 400: the fit tries again with twice the draws
+    (``retry_draws="auto"``), fails again, and keeps the second posterior.
+    """
     q, y = data
     with pytest.warns(SamplingWarning, match="increase"):
         est = BayesianDirichletCalibrator(
             prior="odir", reg_lambda=LAM, reg_mu=MU, sampler="pymc", draws=20, tune=20,
             chains=2, random_seed=0, progressbar=False, on_failure="warn",
         ).fit(q, y)
-    assert est.diagnostics_["passed"] is False and est.n_draws_ == 40
+    assert est.diagnostics_["passed"] is False and est.n_draws_ == 80
+    assert [a["draws"] for a in est.diagnostics_["attempts"]] == [20, 40]
 
 
 @pytest.mark.parametrize(
@@ -224,6 +229,9 @@ def test_short_run_warns_on_request(data):
         ({"input": "logprobs"}, "input"),
         ({"retry_target_accept": 1.0}, "retry_target_accept"),
         ({"retry_target_accept": "yes"}, "retry_target_accept"),
+        ({"retry_draws": 0}, "retry_draws must be a positive integer, 'auto' or None; got 0"),
+        ({"retry_draws": "more"}, "retry_draws .* got 'more'"),
+        ({"retry_draws": True}, "retry_draws"),
         ({"eps": "floor"}, "eps"),
         ({"tune": "fast"}, "tune must be a non-negative integer or 'auto'; got 'fast'"),
         ({"tune": -1}, "tune"),

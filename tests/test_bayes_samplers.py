@@ -126,3 +126,63 @@ def test_progressbar_must_be_a_bool(data):
     q, y = data
     with pytest.raises(ValueError, match="progressbar must be True or False; got 'yes'"):
         BayesianDirichletCalibrator(progressbar="yes", sampler="laplace").fit(q[:20], y[:20])
+
+
+# ---------------------------------------------------------------------------
+# set_config(nutpie_backend="numba"): one compilation per model structure
+# ---------------------------------------------------------------------------
+def test_config_validates_and_restores():
+    from bayescal.bayes import config_context, get_config, set_config
+
+    assert get_config() == {"nutpie_backend": "jax"}
+    with pytest.raises(ValueError, match=r"nutpie_backend must be one of .*'cuda'"):
+        set_config(nutpie_backend="cuda")
+    with pytest.raises(ValueError, match="'fast'"), config_context(nutpie_backend="fast"):
+        pass
+    assert get_config()["nutpie_backend"] == "jax"
+    with pytest.raises(RuntimeError), config_context(nutpie_backend="numba"):
+        assert get_config()["nutpie_backend"] == "numba"
+        raise RuntimeError  # the setting comes back after an exception too
+    assert get_config()["nutpie_backend"] == "jax"
+
+
+def test_numba_backend_reuses_one_compilation_across_data_sets(data, monkeypatch):
+    """Fits of one structure share a compiled model; each sees its own data, exactly.
+
+    Bayesian temperature scaling (the smallest structured graph) on two data
+    sets of different sizes, then the first again: one numba compilation, the
+    repeated fit is draw-for-draw the first one (no data left over from the
+    second), and the posterior of ``s`` agrees with the JAX backend's within
+    Monte Carlo error.
+    """
+    nutpie = import_extra("nutpie", "fast")
+    from bayescal.bayes import _sampling, config_context
+
+    compiles = []
+    real_compile = nutpie.compile_pymc_model
+
+    def counting(model, **kw):
+        compiles.append(kw.get("backend"))
+        return real_compile(model, **kw)
+
+    monkeypatch.setattr(nutpie, "compile_pymc_model", counting)
+    monkeypatch.setattr(_sampling, "_COMPILED", type(_sampling._COMPILED)())
+    q, y = data
+    q2, y2, _, _ = make_dirgen(120, K, rng=5)
+    kw = SHORT | {"prior": "temperature", "sampler": "nutpie", "on_failure": "warn",
+                  "retry_draws": None, "retry_target_accept": None}
+    with config_context(nutpie_backend="numba"):
+        first = BayesianDirichletCalibrator(**kw).fit(q, y)
+        other = BayesianDirichletCalibrator(**kw).fit(q2, y2)
+        again = BayesianDirichletCalibrator(**kw).fit(q, y)
+    assert compiles == ["numba"]
+    s1, s2, s3 = (np.ravel(e.idata_.posterior["s"].values) for e in (first, other, again))
+    np.testing.assert_array_equal(s1, s3)
+    assert abs(np.median(s1) - np.median(s2)) > 0.01  # the second data set's own posterior
+    jax_fit = BayesianDirichletCalibrator(**kw).fit(q, y)
+    assert compiles == ["numba", "jax"]
+    s_jax = np.ravel(jax_fit.idata_.posterior["s"].values)
+    ess = [float(_compat.ess(e.idata_, ["s"])["s"]) for e in (first, jax_fit)]
+    assert min(ess) > 100
+    se = np.sqrt(s1.var() / ess[0] + s_jax.var() / ess[1])
+    assert abs(s1.mean() - s_jax.mean()) < 5 * se

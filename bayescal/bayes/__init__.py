@@ -8,7 +8,9 @@ install hint is raised if they are missing).
   the estimators (:mod:`bayescal.bayes.estimators`).
 * :func:`compare`: PSIS-LOO comparison of fitted models
   (:mod:`bayescal.bayes.comparison`); :func:`diagnose`: convergence checks,
-  :class:`ConvergenceError` when they fail.
+  :class:`ConvergenceError` when they fail; :func:`set_config` /
+  :func:`config_context`: how nutpie compiles (JAX, or numba reused across
+  the fits of a process).
 * :mod:`bayescal.bayes.models`: pure PyMC model builders;
   :mod:`bayescal.bayes.hierarchical`: the default structured prior.
 * :mod:`bayescal.bayes.priors`, :mod:`bayescal.bayes.gauge`,
@@ -16,7 +18,14 @@ install hint is raised if they are missing).
   and Hessians.
 """
 
-from bayescal.bayes._sampling import ConvergenceError, SamplingWarning, diagnose
+from bayescal.bayes._sampling import (
+    ConvergenceError,
+    SamplingWarning,
+    config_context,
+    diagnose,
+    get_config,
+    set_config,
+)
 from bayescal.bayes.comparison import compare
 from bayescal.bayes.estimators import BayesianDirichletCalibrator, BayesianGenerativeCalibrator
 from bayescal.bayes.hierarchical import StructuredPrior
@@ -31,5 +40,8 @@ __all__ = [
     "SamplingWarning",
     "StructuredPrior",
     "compare",
+    "config_context",
     "diagnose",
+    "get_config",
+    "set_config",
 ]

@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,13 +146,24 @@ def _check_open_unit(value: Any, name: str, also: str = "") -> None:
         raise ValueError(f"{name} must be {also}in (0, 1); got {value!r}")
 
 
-def _divergences_only(diagnostics: dict[str, Any]) -> bool:
-    """Whether a posterior failed on divergent transitions alone (R-hat and ESS passed)."""
+@dataclass(frozen=True)
+class _Attempt:
+    """The sampler settings of one try at the posterior (``fit`` makes at most two)."""
+
+    target_accept: float
+    draws: int
+
+
+def _failed_on(diagnostics: dict[str, Any]) -> str | None:
+    """Why an MCMC posterior failed its checks: ``"divergences"``, ``"mixing"`` or ``None``.
+
+    ``"divergences"``: divergent transitions above the threshold (whatever else
+    failed); ``"mixing"``: no divergence problem, but R-hat or ESS.
+    """
     d = diagnostics
-    return (not d["passed"] and d["divergences"] > d["divergence_threshold"]
-            and d["r_hat_max"] <= d["rhat_threshold"]
-            and d["ess_bulk_min"] >= d["ess_threshold"]
-            and d["ess_tail_min"] >= d["ess_threshold"])
+    if d["passed"]:
+        return None
+    return "divergences" if d["divergences"] > d["divergence_threshold"] else "mixing"
 
 
 def _prior_from_dict(d: dict[str, Any]) -> Any:
@@ -180,7 +192,7 @@ def _per_draw(func, P: Array, Q: Array) -> tuple[Array, Array]:
 class _BayesianFamilyBase(FamilyCalibratorMixin):
     """Posterior side shared by the Bayesian calibrators.
 
-    Subclasses implement ``_fit_posterior(x, y, target_accept)`` which sets ``idata_`` with
+    Subclasses implement ``_fit_posterior(x, y, attempt)`` which sets ``idata_`` with
     ``W``, ``b`` in its posterior, ``coef_`` / ``intercept_`` (the map at the
     posterior mode) and ``_stats`` (arrays fingerprinting the fit).
     """
@@ -228,8 +240,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             self._set_fit_data(data)
             attempts = []
             self._reused = {}  # what a retry takes from the first attempt (mode, whitening)
-            for ta in self._target_accepts():
-                self._fit_posterior(data.x, data.y, ta)
+            attempt: _Attempt | None = _Attempt(float(self.target_accept), int(self.draws))
+            while attempt is not None:
+                self._fit_posterior(data.x, data.y, attempt)
                 self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
                 whiten = self._reused.get("whitening")
                 if whiten is not None:
@@ -237,11 +250,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                         "centred" if isinstance(whiten, CentredWhitening) else "conditional")
                 if self.sampler_ not in _MCMC:
                     break
-                attempts.append({"target_accept": ta,
-                                 "divergences": self.diagnostics_["divergences"]})
+                attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
+                                 "divergences": self.diagnostics_["divergences"],
+                                 "passed": self.diagnostics_["passed"]})
                 self.diagnostics_["attempts"] = list(attempts)
-                if not _divergences_only(self.diagnostics_):
-                    break
+                attempt = self._retry(attempt)
             self._reused = {}
             post = _compat.group_dataset(self.idata_, "posterior")
             A, c = _per_draw(dirlin_to_canonical, post["W"].values, post["b"].values)
@@ -251,10 +264,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             if self.sampler_ in _MCMC:
                 hint = self._failure_hint(data.y, data.x.shape[1])
                 if len(attempts) > 1:
-                    hint = (f"Sampled twice: divergences {attempts[0]['divergences']} at "
-                            f"target_accept={attempts[0]['target_accept']}, then "
-                            f"{attempts[-1]['divergences']} at "
-                            f"{attempts[-1]['target_accept']}. " + hint).strip()
+                    tries = [f"{a['draws']} draws per chain at target_accept="
+                             f"{a['target_accept']}: {a['divergences']} divergences"
+                             for a in attempts]
+                    hint = (f"Sampled {len(attempts)} times ({'; then '.join(tries)}). "
+                            f"{hint}").strip()
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
                         idata=self.idata_, hint=hint)
             if self.log_likelihood:
@@ -265,13 +279,27 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             raise
         return self
 
-    def _target_accepts(self) -> list[float]:
-        """``target_accept``, then ``retry_target_accept`` when that is higher (MCMC)."""
-        out = [float(self.target_accept)]
-        retry = self.retry_target_accept
-        if retry is not None and float(retry) > out[0] and self.sampler_ in _MCMC:
-            out.append(float(retry))
-        return out
+    def _retry(self, attempt: _Attempt) -> _Attempt | None:
+        """The next try after a failed one (``diagnostics_``), or ``None``.
+
+        Divergent transitions: ``retry_target_accept`` (smaller steps), when
+        set and higher than the try's. No divergence problem but R-hat or ESS
+        short: ``retry_draws`` draws per chain (longer chains), when set and
+        more than the try's. So each remedy is applied once at most (three
+        tries at most: smaller steps, then longer chains at those steps).
+        """
+        why = _failed_on(self.diagnostics_)
+        if why == "divergences" and self.retry_target_accept is not None:
+            ta = float(self.retry_target_accept)
+            return _Attempt(ta, attempt.draws) if ta > attempt.target_accept else None
+        if why == "mixing" and self.retry_draws is not None:
+            draws = self._retry_draws()
+            return _Attempt(attempt.target_accept, draws) if draws > attempt.draws else None
+        return None
+
+    def _retry_draws(self) -> int:
+        """``retry_draws`` resolved (``"auto"``: twice ``draws``)."""
+        return 2 * int(self.draws) if self.retry_draws == "auto" else int(self.retry_draws)
 
     def _param_floor(self) -> float:
         """The floor of the ``eps`` parameter (``"auto"``: EPS, before any choice)."""
@@ -358,6 +386,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         _check_open_unit(self.target_accept, "target_accept")
         if self.retry_target_accept is not None:
             _check_open_unit(self.retry_target_accept, "retry_target_accept", "None or ")
+        rd = self.retry_draws
+        if not (rd is None or (isinstance(rd, str) and rd == "auto")) and (
+            isinstance(rd, bool) or not isinstance(rd, int | np.integer) or rd < 1
+        ):
+            raise ValueError(f"retry_draws must be a positive integer, 'auto' or None; got {rd!r}")
         if not isinstance(self.progressbar, bool | np.bool_):
             raise ValueError(f"progressbar must be True or False; got {self.progressbar!r}")
         check_positive_int(self.draws, "draws")
@@ -735,13 +768,21 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         make a mild funnel, and at 0.8 short default fits had divergences
         (k = 3, n = 200: 1 per 1000 draws; none at 0.95).
     retry_target_accept : float or None, default=0.99
-        When the MCMC posterior fails its checks on divergent transitions
-        alone (R-hat and ESS pass), it is sampled once more at this
-        ``target_accept`` (smaller steps), if that is higher; the second
-        posterior is then checked as the first. ``None``: never.
-        ``diagnostics_["attempts"]`` lists each try's ``target_accept`` and
-        divergences. On the real-data grid at n = 30 and 100 the retry made 4
-        of the 9 failing fits clean (docs/benchmarks.md).
+        When the MCMC posterior fails its checks with divergent transitions,
+        it is sampled again at this ``target_accept`` (smaller steps), if
+        that is higher; the new posterior is then checked as the first.
+        ``None``: never. ``diagnostics_["attempts"]`` lists each try's
+        ``target_accept``, draws, divergences and whether it passed. On the
+        real-data grid at n = 30 and 100 the retry made 4 of the 9 failing
+        fits clean (docs/benchmarks.md).
+    retry_draws : int, "auto" or None, default="auto"
+        When the MCMC posterior fails its checks on R-hat or ESS with no
+        divergence problem, it is sampled again with this many draws per
+        chain, if that is more (``"auto"``: twice ``draws``): longer chains
+        for a posterior that mixes slowly, such as the scales' posterior with
+        a class absent from the labels. The new posterior is checked as the
+        first. ``None``: never. Each remedy is used once at most, so a fit
+        samples at most three times (smaller steps, then longer chains).
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
@@ -819,6 +860,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         eps: float | str = "auto",
         target_accept: float = 0.95,
         retry_target_accept: float | None = 0.99,
+        retry_draws: int | str | None = "auto",
         classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
@@ -843,6 +885,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.eps = eps
         self.target_accept = target_accept
         self.retry_target_accept = retry_target_accept
+        self.retry_draws = retry_draws
         self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
@@ -991,28 +1034,33 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         return gauge, penalty, gauge.from_raw(raw), _inv_chol(H_theta)
 
     # -- fitting ----------------------------------------------------------
-    def _sample(self, model: Any, var_names: list[str], target_accept: float) -> Any:
+    def _sample(self, model: Any, var_names: list[str], attempt: _Attempt,
+                reuse_key: tuple | None = None) -> Any:
         tune = self._resolve_tune(self._reused.get("whitening"))
-        return sample_model(model, sampler=self.sampler_, draws=self.draws, tune=tune,
+        return sample_model(model, sampler=self.sampler_, draws=attempt.draws, tune=tune,
                             chains=self.chains, random_seed=self.random_seed,
-                            var_names=var_names, target_accept=target_accept,
-                            progressbar=self.progressbar)
+                            var_names=var_names, target_accept=attempt.target_accept,
+                            progressbar=self.progressbar, reuse_key=reuse_key)
 
-    def _fit_posterior(self, x: Array, y: Array, target_accept: float) -> None:
+    def _fit_posterior(self, x: Array, y: Array, attempt: _Attempt) -> None:
         stats = SufficientStatistics.from_features(x, y)
         self._stats = {"counts": stats.counts, "S": stats.sums}
         if self.prior in _STRUCTURED:
-            self._fit_structured(x, y, target_accept)
+            self._fit_structured(x, y, attempt)
         else:
-            self._fit_penalty(x, y, target_accept)
+            self._fit_penalty(x, y, attempt)
 
-    def _fit_structured(self, x: Array, y: Array, target_accept: float) -> None:
+    def _fit_structured(self, x: Array, y: Array, attempt: _Attempt) -> None:
         from bayescal.bayes.laplace import (
             centred_whitening,
             conditional_whitening,
             structured_mode,
         )
-        from bayescal.bayes.models import structured_log_posterior, structured_model
+        from bayescal.bayes.models import (
+            structured_log_posterior,
+            structured_model,
+            structured_model_key,
+        )
         from bayescal.structured import fit_temperature_scale
 
         k = x.shape[1]
@@ -1043,10 +1091,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         if "whitening" not in self._reused:
             cond = conditional_whitening(theta, x, y, prior)
             self._reused["whitening"] = centred_whitening(theta, x, y, prior, cond) or cond
-        model = structured_model(x, y, prior, whiten=self._reused["whitening"])
-        self.idata_ = self._sample(model, names, target_accept)
+        whiten = self._reused["whitening"]
+        model = structured_model(x, y, prior, whiten=whiten)
+        self.idata_ = self._sample(model, names, attempt, structured_model_key(prior, k, whiten))
 
-    def _fit_penalty(self, x: Array, y: Array, target_accept: float) -> None:
+    def _fit_penalty(self, x: Array, y: Array, attempt: _Attempt) -> None:
         gauge, penalty, theta, L = self.laplace_approximation(x, y)
         self.prior_ = penalty_to_prior(penalty, x.shape[0])
         self.coef_, self.intercept_ = gauge.split(gauge.to_raw(theta))
@@ -1061,7 +1110,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                                             coords=_coords(x.shape[1]))
             return
         model = dirlin_model(x, y, gauge, whiten=(theta, L))
-        self.idata_ = self._sample(model, ["W", "b"], target_accept)
+        self.idata_ = self._sample(model, ["W", "b"], attempt)
 
     # -- prior and posterior predictive ----------------------------------
     def sample_prior_predictive(self, scores: ArrayLike, *, draws: int = 500,
@@ -1199,6 +1248,8 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
     retry_target_accept : float or None, default=0.95
         As in :class:`BayesianDirichletCalibrator` (a step above this
         estimator's ``target_accept`` of 0.8).
+    retry_draws : int, "auto" or None, default="auto"
+        As in :class:`BayesianDirichletCalibrator`.
     rhat_max, ess_min, max_divergences, on_failure
         Convergence checks, as in :class:`BayesianDirichletCalibrator`.
     log_likelihood : bool, default=True
@@ -1247,6 +1298,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         eps: float = EPS,
         target_accept: float = 0.8,
         retry_target_accept: float | None = 0.95,
+        retry_draws: int | str | None = "auto",
         classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
@@ -1266,6 +1318,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.eps = eps
         self.target_accept = target_accept
         self.retry_target_accept = retry_target_accept
+        self.retry_draws = retry_draws
         self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
@@ -1284,7 +1337,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self._prior()
         self._check_common()
 
-    def _fit_posterior(self, x: Array, y: Array, target_accept: float) -> None:
+    def _fit_posterior(self, x: Array, y: Array, attempt: _Attempt) -> None:
         prior = self.prior_ = self._prior()
         k = x.shape[1]
         stats = SufficientStatistics.from_features(x, y)
@@ -1292,7 +1345,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         u, neg_hess = dirgen_mode(counts, S, prior)
         L = np.stack([whitening(h) for h in neg_hess])
         rng = np.random.default_rng(self.random_seed)
-        shape = (self.chains, self.draws)
+        shape = (self.chains, attempt.draws)
         self.log_evidence_ = dirgen_log_evidence(u, neg_hess, counts, S, prior)
         if self.sampler_ == "laplace":
             z = rng.standard_normal((*shape, k, k))
@@ -1302,12 +1355,12 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
             idata = sample_model(
                 model,
                 sampler=self.sampler_,
-                draws=self.draws,
+                draws=attempt.draws,
                 tune=self._resolve_tune(),
                 chains=self.chains,
                 random_seed=self.random_seed,
                 var_names=["alpha"],
-                target_accept=target_accept,
+                target_accept=attempt.target_accept,
                 progressbar=self.progressbar,
             )
             alpha = idata.posterior["alpha"].values

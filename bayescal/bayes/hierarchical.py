@@ -327,7 +327,7 @@ class LinearPart:
         xp, k = self.xp, self.k
         K = k * k
         if self.Jb is not None:
-            F4 = F[:K, :K].reshape(k, k, k, k)          # [j, i, j', i']
+            F4 = F[:K, :K].reshape((k, k, k, k))          # [j, i, j', i']
             # T[i, p, j', i'] = sum_j Jb[i, j, p] F4[j, i, j', i']
             T = (self.Jb.transpose(0, 2, 1)[:, :, :, None, None]
                  * F4.transpose(1, 0, 2, 3)[:, None, :, :, :]).sum(axis=2)
@@ -336,7 +336,7 @@ class LinearPart:
                 axis=2)
             WW = G.reshape((self.n_w, self.n_w))
             if self.Jbb is not None:
-                F3 = F[:K, K:].reshape(k, k, k)                 # [j, i, j']
+                F3 = F[:K, K:].reshape((k, k, k))                 # [j, i, j']
                 Tb = (self.Jb.transpose(0, 2, 1)[:, :, :, None]
                       * F3.transpose(1, 0, 2)[:, None, :, :]).sum(axis=2)   # [i, p, j']
                 Wb = xp.dot(Tb.reshape((self.n_w, k)), self.Jbb)

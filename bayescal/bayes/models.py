@@ -34,6 +34,7 @@ The labels add :math:`\sum_j n_j \ln\pi_j`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,6 +63,7 @@ __all__ = [
     "ConditionalWhitening",
     "structured_log_posterior",
     "structured_model",
+    "structured_model_key",
 ]
 
 Array = NDArray[np.float64]
@@ -71,13 +73,32 @@ def _coords(k: int) -> dict[str, list[int]]:
     return {"class_out": list(range(k)), "class_in": list(range(k))}
 
 
-def _loglik(W, b, x: Array, stats: SufficientStatistics):
-    """Symbolic DirLin log likelihood: class sums for the linear term, one logsumexp per row."""
+def _data(pm, **arrays: ArrayLike) -> dict:
+    """One float64 :func:`pymc.Data` input per array, by name (inside a model context)."""
+    return {name: pm.Data(name, np.asarray(v, dtype=np.float64)) for name, v in arrays.items()}
+
+
+def structured_model_key(prior: StructuredPrior, k: int,
+                         whiten: ConditionalWhitening | CentredWhitening | None) -> tuple:
+    """What fixes the compiled graph of :func:`structured_model`: its data are inputs.
+
+    Two models with equal keys differ only in the values of their
+    :func:`pymc.Data` inputs, so a sampler compiled for one serves the other
+    (:func:`bayescal.bayes._sampling.sample_model`, ``reuse_key``).
+    """
+    return ("structured", prior, int(k), type(whiten).__name__)
+
+
+def _loglik(W, b, x, counts, sums):
+    """Symbolic DirLin log likelihood: class sums for the linear term, one logsumexp per row.
+
+    ``x``, ``counts`` and ``sums`` (:class:`bayescal.dirichlet.SufficientStatistics`)
+    are symbolic inputs or NumPy arrays.
+    """
     import pytensor.tensor as pt
 
-    logits = pt.dot(pt.as_tensor(x), W.T) + b
-    return (pt.sum(W * stats.sums) + pt.dot(b, stats.counts)
-            - pt.sum(pt.logsumexp(logits, axis=1)))
+    logits = pt.dot(x, W.T) + b
+    return pt.sum(W * sums) + pt.dot(b, counts) - pt.sum(pt.logsumexp(logits, axis=1))
 
 
 def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, *,
@@ -85,7 +106,9 @@ def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior,
     """Compiled log posterior of the structured model and its gradient in ``theta``.
 
     With ``centred=True``, in the centred coordinates of
-    :func:`bayescal.bayes.hierarchical.centred_map`.
+    :func:`bayescal.bayes.hierarchical.centred_map`. The data enter the
+    compiled function as inputs, so one compilation per ``(prior, k,
+    centred)`` serves every data set in the process (:func:`_structured_logp_fn`).
 
     Returns
     -------
@@ -95,24 +118,34 @@ def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior,
         :func:`bayescal.bayes.hierarchical.log_prior` plus the log
         likelihood).
     """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    stats = SufficientStatistics.from_features(x, np.asarray(y))
+    counts = np.asarray(stats.counts, dtype=np.float64)
+    sums = np.asarray(stats.sums, dtype=np.float64)
+    fn = _structured_logp_fn(prior, x.shape[1], centred)
+
+    def f(t: Array) -> tuple[float, Array]:
+        v, g = fn(np.asarray(t, dtype=np.float64), x, counts, sums)
+        return float(v), np.asarray(g, dtype=np.float64)
+
+    return f
+
+
+@lru_cache(maxsize=16)
+def _structured_logp_fn(prior: StructuredPrior, k: int, centred: bool):
+    """The compiled ``(theta, x, counts, sums) -> (logp, grad)`` of one model structure."""
     import_pymc()
     import pytensor
     import pytensor.tensor as pt
 
-    x = np.asarray(x, dtype=np.float64)
-    k = x.shape[1]
-    stats = SufficientStatistics.from_features(x, np.asarray(y))
     theta = pt.vector("theta", dtype="float64")
+    x = pt.matrix("x", dtype="float64")
+    counts = pt.vector("counts", dtype="float64")
+    sums = pt.matrix("sums", dtype="float64")
     to_map, density = (centred_map, centred_log_prior) if centred else (structured_map, log_prior)
     _, W, b = to_map(theta, prior, k, pt)
-    total = density(theta, prior, k, pt) + _loglik(W, b, x, stats)
-    fn = pytensor.function([theta], [total, pt.grad(total, theta)])
-
-    def f(t: Array) -> tuple[float, Array]:
-        v, g = fn(np.asarray(t, dtype=np.float64))
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    return f
+    total = density(theta, prior, k, pt) + _loglik(W, b, x, counts, sums)
+    return pytensor.function([theta, x, counts, sums], [total, pt.grad(total, theta)])
 
 
 @dataclass(frozen=True)
@@ -229,33 +262,36 @@ def structured_model(
     coords = _coords(k) | {"param": list(range(dim)), "group": ["off", "diag", "b"],
                            "hyper": list(range(n_hyper)), "coef": list(range(dim - n_hyper))}
     with pm.Model(coords=coords) as model:
+        # Every number that depends on the data is a pm.Data input, so the
+        # compiled graph depends on (prior, k, whitening kind) alone and one
+        # compilation serves every data set (structured_model_key).
+        data = _data(pm, x=x, class_counts=stats.counts, class_sums=stats.sums)
         jac = 0.0
         density = log_prior
         if isinstance(whiten, CentredWhitening):
+            w_in = _data(pm, loc=whiten.loc, chol=whiten.chol)
             z = pm.Flat("z", dims="param")
-            theta = pt.as_tensor(np.asarray(whiten.loc, dtype=np.float64)) + pt.dot(
-                pt.as_tensor(np.asarray(whiten.chol, dtype=np.float64)), z)
+            theta = w_in["loc"] + pt.dot(w_in["chol"], z)
             s, W, b = centred_map(theta, prior, k, pt)
             density = centred_log_prior
         elif whiten is None:
             theta = pm.Flat("theta", dims="param")
             s, W, b = structured_map(theta, prior, k, pt)
         else:
-            eta = pt.as_tensor(np.asarray(whiten.hyper_loc, dtype=np.float64)) + pm.Flat(
-                "eta", dims="hyper")
+            w_in = _data(pm, hyper_loc=whiten.hyper_loc, fisher=whiten.fisher,
+                         grad=whiten.grad, r_star=whiten.r_star)
+            eta = w_in["hyper_loc"] + pm.Flat("eta", dims="hyper")
             s = pt.exp(prior.log_scale(eta[0]))
             lin = linear_part(s, group_scales(pt.concatenate([eta, pt.zeros(dim - n_hyper)]),
                                               prior, k, pt), prior, k, pt)
             parts = [eta]
             if dim > n_hyper:
                 xi = pm.Flat("xi", dims="coef")
-                F = np.asarray(whiten.fisher, dtype=np.float64)
+                F = w_in["fisher"]
                 P = pt.eye(dim - n_hyper) + lin.gram(F)
                 L = linalg.cholesky(P, lower=True)
                 r0 = pt.concatenate([(s * np.eye(k)).reshape((k * k,)), pt.zeros(k)])
-                g = np.asarray(whiten.grad, dtype=np.float64)
-                rs = np.asarray(whiten.r_star, dtype=np.float64)
-                rhs = lin.rmatvec(g + pt.dot(F, rs - r0))
+                rhs = lin.rmatvec(w_in["grad"] + pt.dot(F, w_in["r_star"] - r0))
                 # w = P^-1 rhs + L^-T xi (cho_solve has no gradient in PyTensor 2)
                 half = linalg.solve_triangular(L, rhs, lower=True)
                 w = linalg.solve_triangular(L.T, half + xi, lower=False)
@@ -273,7 +309,8 @@ def structured_model(
         pm.Deterministic("W", W, dims=("class_out", "class_in"))
         pm.Deterministic("b", b, dims="class_out")
         pm.Potential("prior", density(theta, prior, k, pt) + jac)
-        pm.Potential("loglik", _loglik(W, b, x, stats))
+        pm.Potential("loglik", _loglik(W, b, data["x"], data["class_counts"],
+                                       data["class_sums"]))
     return model
 
 
