@@ -319,3 +319,23 @@ def test_centred_model_density_is_the_centred_log_posterior(rng):
     got = np.array([lp({"z": v}) for v in z])
     want = np.array([f(loc + chol @ v)[0] for v in z])
     np.testing.assert_allclose(np.diff(got), np.diff(want), rtol=0, atol=1e-8)
+
+
+def test_centred_whitening_with_fixed_scales():
+    """prior="fixed" (only s sampled among the hyperparameters) at a data-dominated n.
+
+    The centred check reads the Laplace sd of ln s and of each sampled ln tau;
+    with none sampled it used to fail on ``max`` of a single number.
+    """
+    from bayescal.bayes.hierarchical import StructuredPrior, n_params
+    from bayescal.bayes.laplace import centred_whitening, conditional_whitening, structured_mode
+    from bayescal.bayes.models import CentredWhitening, structured_log_posterior
+
+    q, y, _, _ = make_dirgen(3000, 3, rng=[3, 1])
+    x = log_features(q)
+    prior = StructuredPrior(kind="fixed", tau=(100.0, 100.0, 100.0))
+    theta, _, _ = structured_mode(structured_log_posterior(x, y, prior),
+                                  np.zeros(n_params(prior, 3)))
+    whiten = centred_whitening(theta, x, y, prior, conditional_whitening(theta, x, y, prior))
+    assert isinstance(whiten, CentredWhitening)
+    assert whiten.loc.shape == (n_params(prior, 3),)

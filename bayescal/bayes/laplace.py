@@ -440,7 +440,7 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
     chol = np.linalg.inv(C).T
     n_hyper = 1 + sum(prior.sampled)
     sd = np.sqrt(np.sum(chol[:n_hyper] ** 2, axis=1))
-    delta = 2.0 * max(prior.log_scale_sd * sd[0], *sd[1:])
+    delta = 2.0 * max([prior.log_scale_sd * sd[0], *sd[1:]])  # only s when tau is fixed
     if not ratio >= np.exp(2.0 * delta) - 2.0:
         return None
     return CentredWhitening(loc=loc, chol=chol)
