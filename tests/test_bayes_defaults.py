@@ -244,11 +244,11 @@ def test_divergences_resample_at_the_retry_target(data, monkeypatch):
     used = _failing_first(mod, monkeypatch, divergences=3, ess_tail_min=350.0)
     q, y = data
     est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
-    assert used == [(0.95, 1000), (0.995, 1000)]
+    assert used == [(0.95, 1000), (0.999, 1000)]
     assert est.diagnostics_["passed"]
     assert est.diagnostics_["attempts"] == [
         {"target_accept": 0.95, "draws": 1000, "divergences": 3, "passed": False},
-        {"target_accept": 0.995, "draws": 1000, "divergences": 0, "passed": True}]
+        {"target_accept": 0.999, "draws": 1000, "divergences": 0, "passed": True}]
     # None (or a retry target not above target_accept) samples once, and fails
     used.clear()
     with pytest.raises(ConvergenceError, match="made to fail"):

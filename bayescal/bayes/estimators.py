@@ -767,14 +767,15 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         NUTS target acceptance rate. Higher than PyMC's 0.8: the learned scales
         make a mild funnel, and at 0.8 short default fits had divergences
         (k = 3, n = 200: 1 per 1000 draws; none at 0.95).
-    retry_target_accept : float or None, default=0.995
+    retry_target_accept : float or None, default=0.999
         When the MCMC posterior fails its checks with divergent transitions,
         it is sampled again at this ``target_accept`` (smaller steps), if
         that is higher; the new posterior is then checked as the first.
         ``None``: never. ``diagnostics_["attempts"]`` lists each try's
         ``target_accept``, draws, divergences and whether it passed. On the
-        eight real-data fits that still had divergences after a retry at 0.99,
-        0.995 made four clean (docs/benchmarks.md, *Bayesian defaults*).
+        seventeen real-data fits that still had divergences after a retry at
+        0.99, 0.995 made eight clean and 0.999 five of the other nine
+        (docs/benchmarks.md, *Bayesian defaults*).
     retry_draws : int, "auto" or None, default="auto"
         When the MCMC posterior fails its checks on R-hat or ESS with no
         divergence problem, it is sampled again with this many draws per
@@ -859,7 +860,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         input: str = "probs",
         eps: float | str = "auto",
         target_accept: float = 0.95,
-        retry_target_accept: float | None = 0.995,
+        retry_target_accept: float | None = 0.999,
         retry_draws: int | str | None = "auto",
         classes: ArrayLike | None = None,
         progressbar: bool = True,
@@ -954,7 +955,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         names = np.asarray(getattr(self, "classes_", np.arange(k)))[absent].tolist()
         return (f"Classes {names} have no calibration samples, which gives the posterior a "
                 "sharp edge; try prior='fixed' (the scales fixed by reg_lambda, reg_diag, "
-                "reg_mu), a larger retry_target_accept such as 0.999 (divergences) or more "
+                "reg_mu), retry_target_accept closer to 1 such as 0.9995 (divergences) or more "
                 "draws (ESS) (docs/benchmarks.md, 'Bayesian defaults')")
 
     def _structured_prior(self) -> StructuredPrior:
