@@ -146,6 +146,7 @@ def test_config_validates_and_restores():
     assert get_config()["nutpie_backend"] == "jax"
 
 
+@pytest.mark.filterwarnings("ignore::bayescal.bayes.SamplingWarning")  # short draws, warn
 def test_numba_backend_reuses_one_compilation_across_data_sets(data, monkeypatch):
     """Fits of one structure share a compiled model; each sees its own data, exactly.
 
