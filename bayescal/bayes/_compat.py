@@ -217,7 +217,7 @@ def rhat(idata: Any, var_names: Sequence[str]) -> Any:
 
 
 def ess(idata: Any, var_names: Sequence[str], method: str = "bulk") -> Any:
-    """Effective sample size (``method="bulk"`` or ``"tail"``) of posterior variables.
+    """Effective sample size (``method="bulk"``, ``"tail"`` or ``"sd"``) of posterior variables.
 
     Returns
     -------
