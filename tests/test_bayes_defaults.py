@@ -386,7 +386,7 @@ def test_seeded_small_sbc():
     ranks: dict[str, list[int]] = {"log_s": [], "loglik": [], "p0": []}
     inside = []
 
-    def quantities(s, W, b):
+    def quantities(s, W, b, y):
         ll = log_softmax(np.einsum("ni,sji->snj", x, W) + b[:, None, :], axis=-1)
         p0 = np.exp(log_softmax(np.einsum("ni,sji->snj", xt, W) + b[:, None, :], axis=-1))
         return {"log_s": np.log(s), "loglik": ll[:, np.arange(n), y].sum(axis=1),
@@ -406,8 +406,8 @@ def test_seeded_small_sbc():
                 est.fit(q, y)
             post = est.idata_.posterior
             draws = quantities(post["s"].values.ravel(), post["W"].values.reshape(-1, K, K),
-                               post["b"].values.reshape(-1, K))
-            truth = quantities(s, W, b)
+                               post["b"].values.reshape(-1, K), y)
+            truth = quantities(s, W, b, y)
             idx = np.linspace(0, draws["log_s"].size - 1, keep).round().astype(int)
             for name, d in draws.items():
                 ranks[name].append(int(np.sum(d[idx] < truth[name][0])))

@@ -148,7 +148,12 @@ def _compile_nutpie(model: Any, var_names: list[str], reuse_key: tuple | None) -
 
 
 def _takes(compiled: Any, name: str, values: dict[str, Any]) -> bool:
-    """Whether nutpie's ``compiled.with_data`` knows the input ``name``."""
+    """Whether nutpie's ``compiled.with_data`` knows the input ``name``.
+
+    Asked through ``with_data`` itself (a ``KeyError`` for an unknown name):
+    how nutpie keys its ``shared_data`` differs between its versions (by
+    name in 0.16.8, by a random key mapped from the variable in 0.16.11).
+    """
     try:
         compiled.with_data(**{name: values[name]})
     except KeyError:
