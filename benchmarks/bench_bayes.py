@@ -440,6 +440,7 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
                           "backend": _backend(),
                           "coverage": float(inside.mean()),
                           "width": float(np.mean(hi - lo)),
+                          "eps": float(est.eps_),
                           "seconds": round(dt, 2),
                           **{m: diag.get(m) for m in ("r_hat_max", "divergences", "passed")}})
             print(key, float(inside.mean()), flush=True)
@@ -455,6 +456,10 @@ def summarise_coverage(path: Path) -> list[dict]:
                     "coverage": float(c.mean()),
                     "se": float(c.std(ddof=1) / np.sqrt(len(c))) if len(c) > 1 else None,
                     "mean_width": float(np.mean([r["width"] for r in sub])),
+                    # data sets whose features the default floored above EPS
+                    # (eps="auto"): there the true map is outside the model
+                    "floored": (int(sum(r["eps"] > EPS for r in sub))
+                                if all("eps" in r for r in sub) else None),
                     "fits_with_divergences": int(sum((r["divergences"] or 0) > 0 for r in sub))})
     return out
 
@@ -602,6 +607,53 @@ def summarise_realdata(path: Path) -> list[dict]:
     return out
 
 
+def _evidence_taus(p, y) -> list[float]:
+    """``[tau_off, tau_diag, tau_b]`` of the MAP default's evidence strengths (``1/sqrt``)."""
+    from bayescal import DirichletCalibrator
+
+    sel = DirichletCalibrator().fit(p, y).selection_
+    return [float(1.0 / np.sqrt(v)) if v > 0 else float("inf")
+            for v in (sel[f"evidence_reg_{g}"] for g in ("lambda", "diag", "mu"))]
+
+
+def bench_scales(out: Path, scores_dir: Path, reps=20, n_dirgen=3000, datasets=None):
+    """The scales ``tau`` that the data choose: real classifiers against make_dirgen truths.
+
+    The MAP default's type-II maximum-likelihood strengths (Laplace
+    evidence), read as ``tau = 1/sqrt(strength)``, the quantity the default
+    prior's hyperpriors ``HalfNormal(tau_scale)`` are on: for every real-data
+    case on its full calibration split, and for ``reps`` make_dirgen data
+    sets (k = 3, ``n_dirgen`` rows, the coverage check's models). No sampling.
+    """
+    done = _done(out)
+    for case in real_cases(scores_dir, datasets):
+        if case not in done:
+            d = _load_case(scores_dir / f"{case}.npz")
+            _append(out, {"key": case, "source": "real", "k": d["p_cal"].shape[1],
+                          "n": len(d["y_cal"]), "tau": _evidence_taus(d["p_cal"], d["y_cal"])})
+    for r in range(reps):
+        key = f"dirgen/n{n_dirgen}/r{r}"
+        if key not in done:
+            q, y, _, _ = make_dirgen(n_dirgen, 3, rng=[7, n_dirgen, r])
+            _append(out, {"key": key, "source": "make_dirgen", "k": 3, "n": n_dirgen,
+                          "tau": _evidence_taus(q, y)})
+
+
+def summarise_scales(path: Path) -> list[dict]:
+    """Per source: quantiles of each group's evidence ``tau``."""
+    rows = _rows(path)
+    out = []
+    for source in ("real", "make_dirgen"):
+        t = np.array([r["tau"] for r in rows if r["source"] == source])
+        if t.size == 0:
+            continue
+        for q in (0.1, 0.5, 0.9):
+            out.append({"source": source, "cases": len(t), "quantile": q,
+                        **{f"tau_{g}": float(np.quantile(t[:, i], q))
+                           for i, g in enumerate(("off", "diag", "b"))}})
+    return out
+
+
 def bench_default_timing(k=10, n=5000, repeats=2, sampler="auto"):
     """Wall time of the default fit (the first run warms the compile cache)."""
     from bayescal.bayes import BayesianDirichletCalibrator
@@ -684,6 +736,9 @@ def _run_check(name: str, path: Path, args, sizes) -> None:
     elif name == "realdata":
         bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
                        datasets=args.datasets and args.datasets.split(","), params=args.params)
+    elif name == "scales":
+        bench_scales(path, args.scores, reps=args.reps or 20,
+                     datasets=args.datasets and args.datasets.split(","))
     elif name == "baselines":
         bench_baselines(path, args.scores, sizes or [30, 100], reps=args.reps or 3)
     elif name == "timing":
@@ -707,9 +762,10 @@ def main(argv=None):
                     help="print the tables of result JSON files and exit")
     ap.add_argument("--checks", default=None,
                     help="checks of the default prior to run: sbc,coverage,realdata,timing, "
-                         "and baselines (temperature scaling and the MAP default on small "
-                         "subsamples); each appends to a JSON-lines file in --check-dir and "
-                         "resumes")
+                         "baselines (temperature scaling and the MAP default on small "
+                         "subsamples) and scales (the evidence scales tau of the real cases "
+                         "and of make_dirgen truths); each appends to a JSON-lines file in "
+                         "--check-dir and resumes")
     ap.add_argument("--check-dir", type=Path, default=Path("results/bayes"))
     ap.add_argument("--sizes", default=None, help="calibration-set sizes of the checks")
     ap.add_argument("--reps", type=int, default=None,
@@ -734,7 +790,8 @@ def main(argv=None):
     if args.summary:
         summary = {}
         for name, fn in (("sbc", summarise_sbc), ("coverage", summarise_coverage),
-                         ("realdata", summarise_realdata), ("baselines", summarise_baselines)):
+                         ("realdata", summarise_realdata), ("baselines", summarise_baselines),
+                         ("scales", summarise_scales)):
             path = args.check_dir / f"{name}.jsonl"
             if path.exists():
                 summary[name] = fn(path)
