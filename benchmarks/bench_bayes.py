@@ -610,10 +610,10 @@ def summarise_realdata(path: Path) -> list[dict]:
 def _evidence_taus(p, y) -> list[float]:
     """``[tau_off, tau_diag, tau_b]`` of the MAP default's evidence strengths (``1/sqrt``)."""
     from bayescal import DirichletCalibrator
+    from bayescal.bayes.estimators import _tau_of  # the estimator's own strength-to-tau
 
     sel = DirichletCalibrator().fit(p, y).selection_
-    return [float(1.0 / np.sqrt(v)) if v > 0 else float("inf")
-            for v in (sel[f"evidence_reg_{g}"] for g in ("lambda", "diag", "mu"))]
+    return [_tau_of(sel[f"evidence_reg_{g}"]) for g in ("lambda", "diag", "mu")]
 
 
 def bench_scales(out: Path, scores_dir: Path, reps=20, n_dirgen=3000, datasets=None):
