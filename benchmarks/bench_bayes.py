@@ -412,6 +412,17 @@ def summarise_sbc(path: Path, bins: int = 10) -> list[dict]:
     return out
 
 
+def _slope(W):
+    r"""The overall slope (inverse temperature) of ``softmax(W x + b)``: ``tr(W_c) / (k - 1)``.
+
+    ``W_c`` is ``W`` less its column means (the gauge-free part); for
+    ``W = s I`` it is ``s``. ``W`` of shape ``(..., k, k)``.
+    """
+    W = np.asarray(W, dtype=float)
+    Wc = W - W.mean(axis=-2, keepdims=True)
+    return np.trace(Wc, axis1=-2, axis2=-1) / (W.shape[-1] - 1)
+
+
 def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="auto",
                    params=None):
     """Coverage of ``credible_interval(hdi_prob)`` on the true calibrated probability.
@@ -419,9 +430,13 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
     Each replication draws a new DirGen model and data (``make_dirgen``),
     fits the default estimator and checks, on ``n_test`` fresh scores, how
     often the interval of each class's calibrated probability holds the
-    true one (:func:`bayescal.maps.dirgen_map`).
+    true one (:func:`bayescal.maps.dirgen_map`). Each row also records
+    ``slope_rank``, the posterior share of draws whose overall slope
+    (:func:`_slope`) is below the truth's (uniform over replications when
+    the posterior is calibrated for these truths; low when the fitted maps
+    are too sharp).
     """
-    from bayescal.maps import dirgen_map
+    from bayescal.maps import dirgen_map, dirgen_to_dirlin
 
     done = _done(out)
     for n in sizes:
@@ -436,11 +451,16 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
             lo, hi = est.credible_interval(qt, hdi_prob=hdi)
             inside = (lo <= truth) & (truth <= hi)
             diag = est.diagnostics_
+            post = getattr(est, "idata_", None)
+            slope_rank = (float(np.mean(_slope(post.posterior["W"].values)
+                                        < _slope(dirgen_to_dirlin(alpha, pi)[0])))
+                          if post is not None and "W" in post.posterior else None)
             _append(out, {"key": key, "n": n, "rep": r, "sampler": est.sampler_,
                           "backend": _backend(),
                           "coverage": float(inside.mean()),
                           "width": float(np.mean(hi - lo)),
                           "eps": float(est.eps_),
+                          "slope_rank": slope_rank,
                           "seconds": round(dt, 2),
                           **{m: diag.get(m) for m in ("r_hat_max", "divergences", "passed")}})
             print(key, float(inside.mean()), flush=True)
@@ -460,6 +480,11 @@ def summarise_coverage(path: Path) -> list[dict]:
                     # (eps="auto"): there the true map is outside the model
                     "floored": (int(sum(r["eps"] > EPS for r in sub))
                                 if all("eps" in r for r in sub) else None),
+                    # the truth's posterior rank of the overall slope: mean 0.5
+                    # when calibrated, below when the fitted maps are too sharp
+                    "slope_rank_mean": (float(np.mean([r["slope_rank"] for r in sub]))
+                                        if all(r.get("slope_rank") is not None for r in sub)
+                                        else None),
                     "fits_with_divergences": int(sum((r["divergences"] or 0) > 0 for r in sub))})
     return out
 
@@ -616,41 +641,59 @@ def _evidence_taus(p, y) -> list[float]:
     return [_tau_of(sel[f"evidence_reg_{g}"]) for g in ("lambda", "diag", "mu")]
 
 
+def _ts_log_slope(p, y) -> float:
+    """``ln s = -ln T`` of temperature scaling fitted on the log features of ``p``."""
+    from bayescal import TemperatureScaler
+
+    return float(-np.log(TemperatureScaler().fit(log_features(p), y).temperature_))
+
+
 def bench_scales(out: Path, scores_dir: Path, reps=20, n_dirgen=3000, datasets=None):
-    """The scales ``tau`` that the data choose: real classifiers against make_dirgen truths.
+    """The scales that the data choose: real classifiers against make_dirgen truths.
 
     The MAP default's type-II maximum-likelihood strengths (Laplace
     evidence), read as ``tau = 1/sqrt(strength)``, the quantity the default
-    prior's hyperpriors ``HalfNormal(tau_scale)`` are on: for every real-data
-    case on its full calibration split, and for ``reps`` make_dirgen data
-    sets (k = 3, ``n_dirgen`` rows, the coverage check's models). No sampling.
+    prior's hyperpriors ``HalfNormal(tau_scale)`` are on, and the inverse
+    temperature ``ln s`` that temperature scaling fits (the quantity of
+    ``log_scale_prior``): for every real-data case on its full calibration
+    split, and for ``reps`` make_dirgen data sets (k = 3, ``n_dirgen`` rows,
+    the coverage check's models; these rows also hold the truth's overall
+    slope, ``ln_s_true``). No sampling.
     """
+    from bayescal.maps import dirgen_to_dirlin
+
     done = _done(out)
     for case in real_cases(scores_dir, datasets):
         if case not in done:
             d = _load_case(scores_dir / f"{case}.npz")
-            _append(out, {"key": case, "source": "real", "k": d["p_cal"].shape[1],
-                          "n": len(d["y_cal"]), "tau": _evidence_taus(d["p_cal"], d["y_cal"])})
+            p, y = d["p_cal"], d["y_cal"]
+            _append(out, {"key": case, "source": "real", "k": p.shape[1], "n": len(y),
+                          "tau": _evidence_taus(p, y), "ln_s": _ts_log_slope(p, y)})
     for r in range(reps):
         key = f"dirgen/n{n_dirgen}/r{r}"
         if key not in done:
-            q, y, _, _ = make_dirgen(n_dirgen, 3, rng=[7, n_dirgen, r])
+            q, y, alpha, pi = make_dirgen(n_dirgen, 3, rng=[7, n_dirgen, r])
             _append(out, {"key": key, "source": "make_dirgen", "k": 3, "n": n_dirgen,
-                          "tau": _evidence_taus(q, y)})
+                          "tau": _evidence_taus(q, y), "ln_s": _ts_log_slope(q, y),
+                          "ln_s_true": float(np.log(_slope(dirgen_to_dirlin(alpha, pi)[0])))})
 
 
 def summarise_scales(path: Path) -> list[dict]:
-    """Per source: quantiles of each group's evidence ``tau``."""
+    """Per source: quantiles of each group's evidence ``tau`` and of ``ln s``."""
     rows = _rows(path)
     out = []
     for source in ("real", "make_dirgen"):
-        t = np.array([r["tau"] for r in rows if r["source"] == source])
-        if t.size == 0:
+        sub = [r for r in rows if r["source"] == source]
+        if not sub:
             continue
+        t = np.array([r["tau"] for r in sub])
+        cols = {f"tau_{g}": t[:, i] for i, g in enumerate(("off", "diag", "b"))}
+        for m in ("ln_s", "ln_s_true"):
+            if all(m in r for r in sub):
+                cols[m] = np.array([r[m] for r in sub])
         for q in (0.1, 0.5, 0.9):
-            out.append({"source": source, "cases": len(t), "quantile": q,
-                        **{f"tau_{g}": float(np.quantile(t[:, i], q))
-                           for i, g in enumerate(("off", "diag", "b"))}})
+            out.append({"source": source, "cases": len(sub), "quantile": q,
+                        **{c: float(np.quantile(v, q)) for c, v in cols.items()}})
     return out
 
 
