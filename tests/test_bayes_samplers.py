@@ -113,6 +113,30 @@ def test_progressbar_reaches_pymc(progressbar, sampler, target, data, monkeypatc
     assert seen["progressbar"] is (True if progressbar is None else progressbar)
 
 
+def test_sampling_holds_blas_to_one_thread_and_restores_it(data, monkeypatch):
+    """BLAS runs single-threaded while the sampler runs, and as before afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    pm = import_pymc()
+    seen = []
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    def record(*args, **kwargs):
+        seen.extend(blas_threads())
+        raise _Stop
+
+    monkeypatch.setattr(pm, "sample", record)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        est = BayesianDirichletCalibrator(sampler="pymc", draws=10, tune=10, chains=1)
+        with pytest.raises(_Stop):
+            est.fit(*data)
+        assert blas_threads() == before
+    assert seen and set(seen) == {1}, seen
+
+
 @pytest.mark.parametrize("value", [0.0, 1.0, 1.5, -0.2, float("nan"), "0.9", True, None])
 @pytest.mark.parametrize("cls", [BayesianDirichletCalibrator, BayesianGenerativeCalibrator])
 def test_target_accept_must_be_in_open_unit_interval(cls, value, data):
