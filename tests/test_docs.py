@@ -28,6 +28,23 @@ def html():
     return build.html
 
 
+def test_docs_tests_share_one_worker(request) -> None:
+    """Under ``--dist loadgroup`` (``make test``) the docs tests run on one worker.
+
+    pytest-xdist sends a grouped test to its group's worker by suffixing its
+    node id with ``@docs``; without the suffix (pytest 9.2 with pytest-xdist
+    3.8) the tests are spread over the workers and each builds the docs, five
+    minutes more of a two-core run.
+    """
+    if not hasattr(request.config, "workerinput"):
+        return  # one process, not pytest-xdist: build_docs() is cached there
+    assert getattr(request.config.option, "loadgroup", False), (
+        "run the docs tests with --dist loadgroup, or each worker builds the docs")
+    assert request.node.nodeid.endswith("@docs"), (
+        f"{request.node.nodeid}: pytest-xdist did not group the docs tests (pytest 9.2 "
+        "undoes --dist loadgroup; pyproject pins pytest < 9.2)")
+
+
 def test_docs_build_without_warnings(html) -> None:
     for page in ("index", "getting_started", "choosing", "cli", "api", "benchmarks", "results",
                  "user_guide/dirichlet", "notebooks", "notebooks/01_the_theorem", "gallery"):
