@@ -18,11 +18,12 @@ tenth of the sampling time of small models. Use it for loops of many fits
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -165,23 +166,29 @@ def _cores(chains: int) -> int:
     return max(1, min(chains, os.cpu_count() or 1))
 
 
-def sample_model(model: Any, **kwargs: Any) -> Any:
-    """Sample ``model`` (:func:`_sample_model`) with BLAS held to one thread.
+def _one_blas_thread(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``func`` with BLAS held to one thread, lifted on return.
 
     The samplers run their chains in parallel threads or processes, each
     evaluating the log density of a small model (``k x k`` weights), where
     a multi-threaded BLAS only adds contention: with OpenBLAS's default of
     one thread per core, a ``k = 3``, ``n = 30`` nutpie fit (numba build,
-    PyMC 5, 2 cores) took 9-34 s against 2.5-10 s held to one thread. The
-    limit (:func:`threadpoolctl.threadpool_limits`) is lifted on return.
+    PyMC 5, 2 cores) took 9-34 s against 2.5-10 s held to one thread
+    (:func:`threadpoolctl.threadpool_limits`).
     """
-    from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _sample_model(model, **kwargs)
+    @functools.wraps(func)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return held
 
 
-def _sample_model(
+@_one_blas_thread
+def sample_model(
     model: Any,
     *,
     sampler: str,
@@ -196,6 +203,7 @@ def _sample_model(
 ) -> Any:
     """Sample ``model`` and return the posterior of ``var_names``.
 
+    BLAS is held to one thread while it samples (:func:`_one_blas_thread`).
     The result is the installed ArviZ's container (``InferenceData`` on
     ArviZ 0.2x, ``xarray.DataTree`` on 1.x; see :mod:`bayescal.bayes._compat`).
 
