@@ -211,3 +211,28 @@ def test_numba_backend_reuses_one_compilation_across_data_sets(data, monkeypatch
     assert min(ess) > 100
     se = np.sqrt(s1.var() / ess[0] + s_jax.var() / ess[1])
     assert abs(s1.mean() - s_jax.mean()) < 5 * se
+
+
+@pytest.mark.parametrize("backend", ["numba", "jax"])
+def test_numba_performance_hints_are_hidden_other_warnings_pass(backend, data, monkeypatch):
+    """numba's hints about PyTensor's generated code are hidden; no other warning is."""
+    import_extra("nutpie", "fast")
+    from numba.core.errors import NumbaPerformanceWarning
+
+    from bayescal.bayes import _sampling, config_context
+
+    def compile_and_warn(model, var_names, reuse_key):
+        warnings.warn("np.dot() is faster on contiguous arrays", NumbaPerformanceWarning,
+                      stacklevel=1)
+        warnings.warn("something else", RuntimeWarning, stacklevel=1)
+        raise _Stop
+
+    monkeypatch.setattr(_sampling, "_compile_nutpie", compile_and_warn)
+    est = BayesianDirichletCalibrator(sampler="nutpie", draws=10, tune=10, chains=1)
+    with config_context(nutpie_backend=backend), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(_Stop):
+            est.fit(*data)
+    kinds = {w.category for w in seen}
+    assert RuntimeWarning in kinds
+    assert (NumbaPerformanceWarning in kinds) is (backend == "jax")

@@ -148,6 +148,23 @@ def _compile_nutpie(model: Any, var_names: list[str], reuse_key: tuple | None) -
     return compiled.with_data(**{name: v for name, v in values.items() if name in used})
 
 
+@contextmanager
+def _quiet_numba() -> Iterator[None]:
+    """Hide numba's performance hints while nutpie compiles and samples with numba.
+
+    They are about the code PyTensor generates for the model (e.g. "np.dot()
+    is faster on contiguous arrays", seen on the first compilation of the
+    centred model on PyMC 5), which a user can do nothing about. Every other
+    warning passes; with the JAX backend nothing is filtered.
+    """
+    with warnings.catch_warnings():
+        if _CONFIG["nutpie_backend"] == "numba":
+            from numba.core.errors import NumbaPerformanceWarning
+
+            warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        yield
+
+
 def _takes(compiled: Any, name: str, values: dict[str, Any]) -> bool:
     """Whether nutpie's ``compiled.with_data`` knows the input ``name``.
 
@@ -247,18 +264,19 @@ def sample_model(
             )
     if sampler == "nutpie":
         nutpie = require("nutpie", extra="fast")
-        compiled = _compile_nutpie(model, var_names, reuse_key)
-        return nutpie.sample(
-            compiled,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            cores=_cores(chains),
-            seed=seed,
-            progress_bar=progressbar,
-            target_accept=target_accept,
-            **_compat.nutpie_low_rank(nutpie.sample),
-        )
+        with _quiet_numba():
+            compiled = _compile_nutpie(model, var_names, reuse_key)
+            return nutpie.sample(
+                compiled,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                cores=_cores(chains),
+                seed=seed,
+                progress_bar=progressbar,
+                target_accept=target_accept,
+                **_compat.nutpie_low_rank(nutpie.sample),
+            )
     if sampler == "numpyro":
         xla = os.environ.get("XLA_FLAGS", "")
         if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in xla:
