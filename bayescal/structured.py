@@ -119,6 +119,9 @@ EVIDENCE_RTOL = 0.05
 #: ... or when an update raises the log evidence by less than this (nats).
 EVIDENCE_ATOL = 0.05
 EVIDENCE_MAX_ITER = 100
+#: The cross-validated check's fold fits stop at ``max(tol, PATH_TOL)``: they only
+#: score held-out losses, which a gradient of ``1e-6`` fixes to about ``1e-12``.
+PATH_TOL = 1e-6
 
 _GROUPS = ("reg_lambda", "reg_diag", "reg_mu")
 
@@ -213,33 +216,30 @@ def _posterior_variances(prob: Any, theta: Array, n: float) -> tuple[Array, floa
     """``diag(H^-1)`` and ``ln det H`` of ``n L`` at ``theta``.
 
     Exact while the Hessian is dense-sized (:data:`~bayescal.optimize.DENSE_MAX_PARAMS`);
-    beyond, for a full ``W``, from the per-class diagonal blocks (as
+    beyond, from the per-class diagonal blocks (as
     :func:`~bayescal.optimize.log_evidence`).
     """
     st = prob.state(theta)
-    if prob.m <= DENSE_MAX_PARAMS or prob.structure != "full":
+    if prob.m <= DENSE_MAX_PARAMS or prob.structure == "scalar":
         c = scipy.linalg.cho_factor(n * prob.hess_dense(st), check_finite=False)
         var = np.diag(scipy.linalg.cho_solve(c, np.eye(prob.m), check_finite=False)).copy()
         return var, float(2.0 * np.sum(np.log(np.diag(c[0]))))
-    k = prob.k
-    out = np.empty((k, k + 1))
-    logdet = 0.0
-    for a, B in enumerate(prob.diagonal_blocks(st)):
-        c = scipy.linalg.cho_factor(n * B, check_finite=False)
-        out[a] = np.diag(scipy.linalg.cho_solve(c, np.eye(k + 1), check_finite=False))
-        logdet += float(2.0 * np.sum(np.log(np.diag(c[0]))))
-    return np.concatenate([out[:, :k].ravel(), out[:, k]]), logdet
+    L = np.linalg.cholesky(n * prob.class_blocks(st))
+    logdet = float(2.0 * np.sum(np.log(np.diagonal(L, axis1=1, axis2=2))))
+    Linv = np.linalg.inv(L)  # diag((L L')^-1) = column sums of squares of L^-1
+    return prob.unpack_blocks(np.einsum("aij,aij->aj", Linv, Linv)), logdet
 
 
 def _evidence_strengths(
     x: Array, y: NDArray[np.intp], sw: Array, structure: str, scale: float,
     owner: dict[str, str], start: dict[str, float], free: list[str],
-    init: Any, max_iter: int, tol: float,
+    init: Any, max_iter: int, tol: float, reuse: dict[str, Any] | None = None,
 ) -> tuple[dict[str, float], FitResult, int]:
     """MacKay's fixed point over the ``free`` owner groups (module docstring, step 1).
 
     ``owner[g]`` is the group whose strength ``g`` uses (itself, or the one it
     is tied to); ``start`` holds every owner's starting (or fixed) strength.
+    ``reuse`` is shared by every fit (:func:`~bayescal.optimize.fit_multinomial`).
     """
     k = x.shape[1]
     n = float(sw.sum())
@@ -252,7 +252,8 @@ def _evidence_strengths(
         st = {g: values[owner[g]] if g in masks else 0.0 for g in _GROUPS}
         pen = structured_penalty(k, st, n, scale)
         return fit_multinomial(x, y, structure=structure, penalty=pen, init=init,
-                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False), pen
+                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False,
+                               reuse=reuse), pen
 
     n_iter = newton = 0
     best: tuple[float, dict[str, float], FitResult, dict[str, float]] | None = None
@@ -380,6 +381,7 @@ def _path_check(
         s = fit_temperature_scale(x[tr], y[tr], sw[tr])
         start: Any = (s * np.eye(k), np.zeros(k))
         init = start
+        reuse: dict[str, Any] = {}  # one preconditioner for the fold's path
         for i, st in enumerate(cands):
             if i == len(PATH_MULTIPLIERS):
                 init = start  # the tied strengths: a second path from temperature scaling
@@ -389,7 +391,7 @@ def _path_check(
                 pen = structured_penalty(k, st, float(sw[tr].sum()), s)
                 res = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, init=init,
                                       sample_weight=sw[tr], max_iter=max_iter, tol=tol,
-                                      warn=False)
+                                      warn=False, reuse=reuse)
                 init = res
                 W, b = res.W, res.b
             z = x[te] @ W.T + b
@@ -514,16 +516,17 @@ def fit_structured(
     for index, xa in enumerate((x, *alternatives)):
         s = fit_temperature_scale(xa, y, sw)
         first = init if init is not None else (s * np.eye(k), np.zeros(k))
+        reuse: dict[str, Any] = {}
         ev, fit, n_ev = _evidence_strengths(xa, y, sw, structure, s, owner, start, free, first,
-                                            max_iter, tol)
+                                            max_iter, tol, reuse)
         evidence = log_evidence(xa, y, structured_penalty(k, ev, n, s), fit.theta,
                                 structure=structure, sample_weight=sw)
         if best is None or evidence > best[0]:
-            best = (evidence, index, xa, s, ev, fit, n_ev)
-    evidence, index, x, s, ev, fit, n_ev = best
+            best = (evidence, index, xa, s, ev, fit, n_ev, reuse)
+    evidence, index, x, s, ev, fit, n_ev, reuse = best
     if cv is None or len(free) < len(owners):
         return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence)
-    path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, tol)
+    path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, max(tol, PATH_TOL))
     strengths = {g: float(path[g][path["index"]]) for g in _GROUPS}
     if all(np.isinf(v) for g, v in strengths.items() if g in masks):
         fit = dataclasses.replace(temperature_result(x, y, sw, structure, s), n_iter=fit.n_iter)
@@ -531,7 +534,8 @@ def fit_structured(
         spent = fit.n_iter
         fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, n, s), init=fit,
-                              sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
+                              sample_weight=sw, max_iter=max_iter, tol=tol, warn=False,
+                              reuse=reuse)
         fit = dataclasses.replace(fit, n_iter=spent + fit.n_iter)
     return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence)
 
