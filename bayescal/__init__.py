@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "BayesianGenerativeCalibrator": "bayescal.bayes",
     "load_uci": "bayescal.datasets",
     "make_dirgen": "bayescal.datasets",
+    "make_dnn_scores": "bayescal.datasets",
     **dict.fromkeys(("DirichletPrior", "dirichlet_logpdf", "fit_dirichlet"),
                     "bayescal.dirichlet"),
     **dict.fromkeys(
@@ -139,6 +140,7 @@ __all__ = [
     "log_features",
     "log_loss",
     "make_dirgen",
+    "make_dnn_scores",
     "make_penalty",
     "max_calibration_error",
     "p_ece",

@@ -32,6 +32,7 @@ __all__ = [
     "load_network_outputs",
     "load_uci",
     "make_dirgen",
+    "make_dnn_scores",
 ]
 
 
@@ -124,6 +125,94 @@ def make_dirgen(
         g[bad] = rng.standard_gamma(alpha[y[bad]])
         s = g.sum(axis=1, keepdims=True)
     return g / s, y.astype(np.intp), alpha, pi
+
+
+def make_dnn_scores(
+    n: int,
+    k: int,
+    *,
+    rng: np.random.Generator | int | None = None,
+    margin: float = 2.5,
+    spread: float = 3.0,
+    noise: float = 0.5,
+    temperature: float = 1.2,
+    chunk_rows: int = 2048,
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    r"""Softmax outputs of a simulated over-confident deep network, with labels.
+
+    Each sample has a predicted class ``c`` (uniform) and true logits
+
+    .. math:: z_j = \sigma\,\varepsilon_j + [j = c]\,(\ln k + m + s\,\delta),
+       \qquad \varepsilon_j, \delta \sim \mathcal N(0, 1),
+
+    its label is drawn from ``softmax(z)`` (so ``softmax(z)`` is the calibrated
+    probability), and the network reports ``q = softmax(T z)``: a classifier
+    whose only miscalibration is a temperature ``T > 1``, with a spread of
+    easy and hard samples (``s``) as in image classifiers. At the defaults
+    the scores look like an ImageNet network's at ``k = 1000``: accuracy about
+    0.75, mean confidence about 0.85, fitted temperature about ``T`` (1.2;
+    measured in docs/benchmarks.md, section "Scale"). There are no real
+    ``k = 1000`` outputs on the benchmark machines: this is what
+    ``benchmarks/bench_scale.py`` times the calibrators on.
+
+    Parameters
+    ----------
+    n, k : int
+        Samples and classes (``k >= 2``).
+    rng : Generator, int or None
+        Seed or generator (never global state).
+    margin, spread : float, default=2.5, 3.0
+        ``m`` and ``s`` above: the predicted class's mean and sd of its logit
+        beyond ``ln k``.
+    noise : float, default=0.5
+        ``sigma``: sd of every logit.
+    temperature : float, default=1.2
+        ``T``: the network's over-confidence (``1``: calibrated).
+    chunk_rows : int, default=2048
+        Rows generated at a time (temporary memory ``O(chunk_rows * k)``).
+
+    Returns
+    -------
+    q : ndarray of shape (n, k)
+        The network's probabilities.
+    y : ndarray of shape (n,)
+        Labels in ``0 .. k-1``.
+
+    Examples
+    --------
+    >>> q, y = make_dnn_scores(2000, 100, rng=0)
+    >>> q.shape, y.shape, bool(abs(q.sum(axis=1) - 1).max() < 1e-12)
+    ((2000, 100), (2000,), True)
+    """
+    n = check_positive_int(n, "n")
+    k = check_positive_int(k, "k")
+    if k < 2:
+        raise ValueError(f"k must be at least 2; got {k}")
+    chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
+    for name, value in (("spread", spread), ("noise", noise)):
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    if not np.isfinite(margin):
+        raise ValueError(f"margin must be finite; got {margin!r}")
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}")
+    rng = np.random.default_rng(rng)
+    q = np.empty((n, k))
+    y = np.empty(n, dtype=np.intp)
+    for start in range(0, n, chunk_rows):
+        m = min(chunk_rows, n - start)
+        rows = np.arange(m)
+        c = rng.integers(k, size=m)
+        z = noise * rng.standard_normal((m, k))
+        z[rows, c] += np.log(k) + margin + spread * rng.standard_normal(m)
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        u = rng.random((m, 1))
+        y[start:start + m] = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), k - 1)
+        e = np.exp(temperature * z)
+        q[start:start + m] = e / e.sum(axis=1, keepdims=True)
+    return q, y
 
 
 # ---------------------------------------------------------------------------

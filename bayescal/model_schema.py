@@ -298,7 +298,8 @@ _DIRICHLET_STATE = StateSchema(
             mean_test_log_loss=_f("float", "m", finite=False),
         )),
         selection_=Field("record", nullable=True, when=("reg", "structured"), fields=_record(
-            evidence_reg_lambda=_f("float", minimum=0.0),
+            # inf: the off-diagonal not fitted (beyond structured.FULL_AUTO_MAX_K classes)
+            evidence_reg_lambda=_f("float", minimum=0.0, finite=False),
             evidence_reg_diag=_f("float", minimum=0.0),
             evidence_reg_mu=_f("float", minimum=0.0),
             n_evidence_iter=_f("int", minimum=0),

@@ -412,6 +412,7 @@ class _State:
     loss: float
     grad: Array
     P: Array  # softmax probabilities, (n, k)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 class _Problem:
@@ -456,7 +457,9 @@ class _Problem:
         if self.structure == "full":
             return x @ theta[: k * k].reshape(k, k).T + theta[k * k:]
         if self.structure == "diagonal":
-            return x * theta[:k] + theta[k:]
+            z = np.multiply(x, theta[:k])
+            z += theta[k:]
+            return z
         return x * theta[0]
 
     def _penalty(self, theta: Array) -> float:
@@ -471,9 +474,20 @@ class _Problem:
         tot = z.sum(axis=1, keepdims=True)
         P = np.divide(z, tot, out=z)
         loss = float(self.sw @ (np.log(tot[:, 0]) - zy)) + self._penalty(theta)
+        pen_grad = self.pen_diag * (theta - self.pen_center)
+        if self.structure == "diagonal":
+            # J'(P - onehot) without an n x k residual; P o x is kept for hessp
+            k = self.k
+            Px = P * self.x
+            S = self.sw @ P
+            Sx = self.sw @ Px
+            wy = self.sw * self.x[self.rows, self.y]
+            grad = np.concatenate([Sx - np.bincount(self.y, wy, minlength=k),
+                                   S - np.bincount(self.y, self.sw, minlength=k)])
+            return _State(theta, loss, grad + pen_grad, P, {"Px": Px, "S": S, "Sx": Sx})
         R = P * self.sw[:, None]
         R[self.rows, self.y] -= self.sw
-        return _State(theta, loss, self._pullback(R) + self.pen_diag * (theta - self.pen_center), P)
+        return _State(theta, loss, self._pullback(R) + pen_grad, P)
 
     def _pullback(self, R: Array) -> Array:
         """``J' R``: gradient of ``sum_na R_na * logit_na`` with respect to ``theta``."""
@@ -498,7 +512,26 @@ class _Problem:
 
     # -- second order ------------------------------------------------------
     def hessp(self, st: _State, v: Array) -> Array:
-        """Exact Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``)."""
+        """Exact Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``, ``O(n k)`` else).
+
+        A diagonal ``W`` (``w``, ``b``; direction ``(v, c)``) takes four
+        matrix-vector products with ``P`` and ``P o x`` (kept in the state):
+        with ``r = (P o x) v + P c`` and ``u = w o r``,
+        ``H_w = v o S_xx + c o S_x - (P o x)' u`` and
+        ``H_b = v o S_x + c o S - P' u``, where ``S``, ``S_x``, ``S_xx`` are the
+        weighted column sums of ``P``, ``P o x``, ``P o x^2``.
+        """
+        if self.structure == "diagonal":
+            k = self.k
+            c = st.cache
+            if "Sxx" not in c:
+                c["Sxx"] = np.einsum("n,na,na->a", self.sw, c["Px"], self.x)
+            Px, P = c["Px"], st.P
+            vw, vb = v[:k], v[k:]
+            u = (Px @ vw + P @ vb) * self.sw
+            hw = vw * c["Sxx"] + vb * c["Sx"] - u @ Px
+            hb = vw * c["Sx"] + vb * c["S"] - u @ P
+            return np.concatenate([hw, hb]) + self.pen_diag * v
         U = self.logits(v)  # the map is linear in theta: J v = logits(v)
         PU = st.P * U
         T = (PU - st.P * PU.sum(axis=1, keepdims=True)) * self.sw[:, None]
