@@ -169,7 +169,8 @@ def make_dnn_scores(
     temperature : float, default=1.2
         ``T``: the network's over-confidence (``1``: calibrated).
     chunk_rows : int, default=2048
-        Rows generated at a time (temporary memory ``O(chunk_rows * k)``).
+        Rows generated at a time (temporary memory ``O(chunk_rows * k)``); the
+        draws do not depend on it.
 
     Returns
     -------
@@ -199,19 +200,21 @@ def make_dnn_scores(
     rng = np.random.default_rng(rng)
     q = np.empty((n, k))
     y = np.empty(n, dtype=np.intp)
+    # per-row draws first, then the noise chunk by chunk: the same stream for any chunk_rows
+    top = rng.integers(k, size=n)
+    lift = np.log(k) + margin + spread * rng.standard_normal(n)
+    u = rng.random(n)
     for start in range(0, n, chunk_rows):
         m = min(chunk_rows, n - start)
-        rows = np.arange(m)
-        c = rng.integers(k, size=m)
+        sl = slice(start, start + m)
         z = noise * rng.standard_normal((m, k))
-        z[rows, c] += np.log(k) + margin + spread * rng.standard_normal(m)
+        z[np.arange(m), top[sl]] += lift[sl]
         z -= z.max(axis=1, keepdims=True)
         p = np.exp(z)
         p /= p.sum(axis=1, keepdims=True)
-        u = rng.random((m, 1))
-        y[start:start + m] = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), k - 1)
+        y[sl] = np.minimum((np.cumsum(p, axis=1) < u[sl, None]).sum(axis=1), k - 1)
         e = np.exp(temperature * z)
-        q[start:start + m] = e / e.sum(axis=1, keepdims=True)
+        q[sl] = e / e.sum(axis=1, keepdims=True)
     return q, y
 
 

@@ -1,0 +1,209 @@
+"""Large k: the cheap preconditioners, per-class evidence blocks and the large-k default.
+
+Each fast path is checked against a slower exact one on the same objective:
+dense Newton, scipy's trust-region Krylov solver, the dense Hessian.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+import bayescal.optimize as optimize
+import bayescal.structured as structured
+from bayescal import DirichletCalibrator, MatrixScaler, TemperatureScaler, log_features
+from bayescal.datasets import make_dnn_scores
+from bayescal.optimize import (
+    fit_multinomial,
+    log_evidence,
+    make_penalty,
+    multinomial_hessp,
+    multinomial_objective,
+)
+from bayescal.structured import fit_structured
+
+
+def _data(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    q, y = make_dnn_scores(n, k, rng=seed)
+    return log_features(q), y
+
+
+def _penalty(k: int, n: int) -> optimize.QuadraticPenalty:
+    return make_penalty(k, "structured", 2.0, 5.0, reg_diag=1.0, n_samples=n, scale=0.8)
+
+
+def test_make_dnn_scores_is_an_overconfident_network():
+    q, y = make_dnn_scores(6000, 1000, rng=1)
+    assert q.shape == (6000, 1000) and y.shape == (6000,)
+    np.testing.assert_allclose(q.sum(axis=1), 1.0, atol=1e-12)
+    acc, conf = np.mean(q.argmax(axis=1) == y), q.max(axis=1).mean()
+    assert 0.70 < acc < 0.80 and 0.80 < conf < 0.90 and conf > acc + 0.05
+    x = log_features(q)
+    assert 1.1 < TemperatureScaler().fit(x, y).temperature_ < 1.3
+    q2, y2 = make_dnn_scores(6000, 1000, rng=1)
+    np.testing.assert_array_equal(q, q2)
+    np.testing.assert_array_equal(y, y2)
+    # chunking changes nothing
+    q3, y3 = make_dnn_scores(6000, 1000, rng=1, chunk_rows=6000)
+    np.testing.assert_array_equal(y, y3)
+    np.testing.assert_allclose(q, q3, rtol=1e-12)
+
+
+def test_make_dnn_scores_calibrated_at_temperature_one():
+    q, y = make_dnn_scores(20000, 10, rng=2, temperature=1.0)
+    assert abs(np.mean(q.argmax(axis=1) == y) - q.max(axis=1).mean()) < 0.01
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"k": 1}, "k must be at least 2"),
+    ({"temperature": 0.0}, "temperature must be"),
+    ({"noise": -1.0}, "noise must be"),
+    ({"spread": np.nan}, "spread must be"),
+    ({"margin": np.inf}, "margin must be finite"),
+])
+def test_make_dnn_scores_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_dnn_scores(10, **{"k": 5, **kwargs})
+
+
+@pytest.mark.parametrize("precond_max_k", [200, 0], ids=["block", "kronecker"])
+def test_newton_cg_preconditioners_reach_the_dense_newton_optimum(monkeypatch, precond_max_k):
+    """k = 20 (420 parameters): dense Newton and Newton-CG with either preconditioner agree."""
+    monkeypatch.setattr(optimize, "BLOCK_PRECOND_MAX_K", precond_max_k)
+    x, y = _data(400, 20)
+    pen = _penalty(20, 400)
+    dense = fit_multinomial(x, y, penalty=pen, solver="newton")
+    cg = fit_multinomial(x, y, penalty=pen, solver="newton-cg")
+    assert dense.converged and cg.converged
+    np.testing.assert_allclose(cg.W, dense.W, atol=1e-7)
+    np.testing.assert_allclose(cg.b, dense.b, atol=1e-7)
+
+
+def test_reused_preconditioner_gives_the_same_fits_along_a_path():
+    x, y = _data(300, 30)
+    reuse: dict = {}
+    init = None
+    for lam in (100.0, 10.0, 1.0, 0.1):
+        pen = make_penalty(30, "structured", lam, lam, reg_diag=lam, n_samples=300, scale=0.8)
+        shared = fit_multinomial(x, y, penalty=pen, init=init, reuse=reuse)
+        alone = fit_multinomial(x, y, penalty=pen, init=init)
+        assert shared.converged and alone.converged
+        np.testing.assert_allclose(shared.W, alone.W, atol=1e-8)
+        init = shared
+    # other data: the dict notices (checksum) and rebuilds instead of reusing
+    x2, y2 = _data(300, 30, seed=5)
+    key = reuse["key"]
+    fit_multinomial(x2, y2, penalty=_penalty(30, 300), reuse=reuse)
+    assert reuse["key"] != key
+
+
+def test_k300_fit_matches_an_independent_trust_region_solver():
+    """k = 300 (90,300 parameters, Kronecker preconditioner) at small n against scipy."""
+    k, n = 300, 200
+    x, y = _data(n, k)
+    pen = _penalty(k, n)
+    fit = fit_multinomial(x, y, penalty=pen)
+    assert fit.solver == "newton-cg" and fit.converged
+
+    def fun(theta):
+        return multinomial_objective(theta, x, y, penalty=pen)
+
+    def hessp(theta, v):
+        return multinomial_hessp(theta, v, x, y, penalty=pen)
+
+    start = np.concatenate([0.8 * np.eye(k).ravel(), np.zeros(k)])
+    ref = scipy.optimize.minimize(fun, start, jac=True, hessp=hessp, method="trust-krylov",
+                                  options={"gtol": 1e-9})
+    # trust-krylov may stop with "bad approximation" once rounding dominates: judge its gradient
+    assert np.abs(ref.jac).max() < 1e-7, ref.message
+    assert fit.loss <= ref.fun + 1e-12
+    np.testing.assert_allclose(fit.theta, ref.x, atol=1e-6)
+
+
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+def test_class_blocks_are_the_diagonal_blocks_of_the_dense_hessian(structure):
+    k, n = 6, 150
+    x, y = _data(n, k)
+    sw = np.random.default_rng(0).random(n)
+    pen = _penalty(k, n)
+    prob = optimize._make_problem(x, y, structure, pen, sw)
+    theta = fit_multinomial(x, y, structure=structure, penalty=pen, sample_weight=sw).theta
+    st = prob.state(theta)
+    H = prob.hess_dense(st)
+    blocks = prob.class_blocks(st)
+    for a in range(k):
+        order = ([a * k + i for i in range(k)] + [k * k + a] if structure == "full"
+                 else [a, k + a])  # packed positions of class a's block, in block order
+        np.testing.assert_allclose(H[np.ix_(order, order)], blocks[a], rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+def test_block_evidence_is_a_lower_bound_of_the_dense_evidence(monkeypatch, structure):
+    k, n = 8, 300
+    x, y = _data(n, k)
+    pen = _penalty(k, n)
+    theta = fit_multinomial(x, y, structure=structure, penalty=pen).theta
+    dense = log_evidence(x, y, pen, theta, structure=structure)
+    monkeypatch.setattr(optimize, "DENSE_MAX_PARAMS", 0)
+    blocks = log_evidence(x, y, pen, theta, structure=structure)
+    assert blocks <= dense + 1e-9
+    assert dense - blocks < 0.1 * abs(dense)
+
+
+def test_posterior_variances_from_blocks_are_exact_per_block(monkeypatch):
+    k, n = 5, 200
+    x, y = _data(n, k)
+    pen = _penalty(k, n)
+    prob = optimize._make_problem(x, y, "diagonal", pen, None)
+    theta = fit_multinomial(x, y, structure="diagonal", penalty=pen).theta
+    monkeypatch.setattr(structured, "DENSE_MAX_PARAMS", 0)
+    var, logdet = structured._posterior_variances(prob, theta, float(n))
+    B = n * prob.class_blocks(prob.state(theta))
+    inv = np.linalg.inv(B)
+    np.testing.assert_allclose(var, np.concatenate([inv[:, 0, 0], inv[:, 1, 1]]), rtol=1e-10)
+    np.testing.assert_allclose(logdet, np.sum(np.linalg.slogdet(B)[1]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [DirichletCalibrator, MatrixScaler])
+def test_large_k_default_is_the_structured_diagonal_fit(cls):
+    k = structured.FULL_AUTO_MAX_K + 20
+    q, y = make_dnn_scores(600, k, rng=3)
+    scores = q if cls is DirichletCalibrator else np.log(q)
+    cal = cls().fit(scores, y)
+    assert cal.reg_lambda_ == np.inf and cal.selection_["evidence_reg_lambda"] == np.inf
+    W = cal.coef_
+    np.testing.assert_array_equal(W - np.diag(np.diag(W)), 0.0)
+    # the same map as the diagonal structure's own default fit
+    x = log_features(q, eps=cal.eps_)
+    diag = fit_structured(x, y, structure="diagonal", reg_diag="auto", reg_mu="auto")
+    np.testing.assert_allclose(W, diag.fit.W, atol=1e-10)
+    np.testing.assert_allclose(cal.intercept_, diag.fit.b, atol=1e-10)
+    # a fixed off-diagonal strength still fits the full map
+    full = cls(reg_lambda=1.0, reg_diag=1.0, reg_mu=1.0).fit(scores, y)
+    assert np.abs(full.coef_ - np.diag(np.diag(full.coef_))).max() > 0
+
+
+def test_at_the_threshold_the_default_still_fits_the_off_diagonal(monkeypatch):
+    monkeypatch.setattr(structured, "FULL_AUTO_MAX_K", 6)
+    x, y = _data(500, 6)
+    sf = fit_structured(x, y)
+    assert np.isfinite(sf.strengths["reg_lambda"]) or sf.path["index"] == 0
+    monkeypatch.setattr(structured, "FULL_AUTO_MAX_K", 5)
+    sf = fit_structured(x, y)
+    assert sf.strengths["reg_lambda"] == np.inf and sf.fit.structure == "full"
+    assert sf.fit.theta.shape == (6 * 7,)
+
+
+def test_large_k_default_beats_uncalibrated_and_saves(tmp_path):
+    from bayescal.io import load_model, save_model
+
+    q, y = make_dnn_scores(4000, 150, rng=4)
+    cal = DirichletCalibrator().fit(q[:2000], y[:2000])
+    p = cal.predict_proba(q[2000:])
+    rows = np.arange(2000)
+    assert -np.mean(np.log(p[rows, y[2000:]])) < -np.mean(np.log(q[2000:][rows, y[2000:]]))
+    path = tmp_path / "m.json"
+    save_model(cal, path)
+    again = load_model(path)
+    np.testing.assert_array_equal(again.predict_proba(q[2000:]), p)
