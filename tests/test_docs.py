@@ -11,6 +11,8 @@ off (``make docs-check`` does this for every page and takes screenshots).
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 
 import pytest
@@ -43,6 +45,35 @@ def test_docs_tests_share_one_worker(request) -> None:
     assert request.node.nodeid.endswith("@docs"), (
         f"{request.node.nodeid}: pytest-xdist did not group the docs tests (pytest 9.2 "
         "undoes --dist loadgroup; pyproject pins pytest < 9.2)")
+
+
+def _conf_value(name: str):
+    """The literal a top-level assignment in docs/conf.py gives ``name`` (not importing it)."""
+    tree = ast.parse((ROOT / "docs" / "conf.py").read_text())
+    values = [ast.literal_eval(node.value) for node in tree.body
+              if isinstance(node, ast.Assign)
+              and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+    assert len(values) == 1, f"docs/conf.py assigns {name} {len(values)} times"
+    return values[0]
+
+
+def test_notebook_cells_have_no_wall_clock_limit() -> None:
+    """No per-cell timeout can abort the docs build on a slow machine or a cold compile cache.
+
+    myst-nb takes ``nb_execution_timeout`` as an int and nbclient reads -1 (or 0)
+    as "no limit"; a notebook's own metadata could set one again (myst-nb's
+    ``mystnb.execution_timeout``, jupyter-cache's ``execution.timeout``).
+    """
+    timeout = _conf_value("nb_execution_timeout")
+    assert isinstance(timeout, int) and timeout <= 0, (
+        f"docs/conf.py: nb_execution_timeout = {timeout!r} is a finite per-cell limit; "
+        "use -1 (no limit) and keep long computations in benchmarks/")
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        meta = json.loads(path.read_text())["metadata"]
+        for key, value in (("mystnb.execution_timeout",
+                            meta.get("mystnb", {}).get("execution_timeout")),
+                           ("execution.timeout", meta.get("execution", {}).get("timeout"))):
+            assert value is None or value <= 0, f"{path.name}: metadata {key} = {value!r}"
 
 
 def test_docs_build_without_warnings(html) -> None:
