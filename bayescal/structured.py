@@ -71,10 +71,10 @@ from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 
 from bayescal._validation import check_nonnegative_float
 from bayescal.optimize import (
-    DENSE_MAX_PARAMS,
     FitResult,
     QuadraticPenalty,
     _make_problem,
+    dense_hessian,
     fit_multinomial,
     log_evidence,
     make_penalty,
@@ -223,12 +223,12 @@ def _group_masks(structure: str, k: int) -> dict[str, NDArray[np.bool_]]:
 def _posterior_variances(prob: Any, theta: Array, n: float) -> tuple[Array, float]:
     """``diag(H^-1)`` and ``ln det H`` of ``n L`` at ``theta``.
 
-    Exact while the Hessian is dense-sized (:data:`~bayescal.optimize.DENSE_MAX_PARAMS`);
+    Exact while the Hessian is dense-sized (:func:`~bayescal.optimize.dense_hessian`);
     beyond, from the per-class diagonal blocks (as
     :func:`~bayescal.optimize.log_evidence`).
     """
     st = prob.state(theta)
-    if prob.m <= DENSE_MAX_PARAMS or prob.structure == "scalar":
+    if dense_hessian(prob.structure, prob.m):
         c = scipy.linalg.cho_factor(n * prob.hess_dense(st), check_finite=False)
         var = np.diag(scipy.linalg.cho_solve(c, np.eye(prob.m), check_finite=False)).copy()
         return var, float(2.0 * np.sum(np.log(np.diag(c[0]))))

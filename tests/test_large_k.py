@@ -146,6 +146,7 @@ def test_block_evidence_is_a_lower_bound_of_the_dense_evidence(monkeypatch, stru
     theta = fit_multinomial(x, y, structure=structure, penalty=pen).theta
     dense = log_evidence(x, y, pen, theta, structure=structure)
     monkeypatch.setattr(optimize, "DENSE_MAX_PARAMS", 0)
+    monkeypatch.setattr(optimize, "DIAGONAL_DENSE_MAX_PARAMS", 0)
     blocks = log_evidence(x, y, pen, theta, structure=structure)
     assert blocks <= dense + 1e-9
     assert dense - blocks < 0.1 * abs(dense)
@@ -157,7 +158,7 @@ def test_posterior_variances_from_blocks_are_exact_per_block(monkeypatch):
     pen = _penalty(k, n)
     prob = optimize._make_problem(x, y, "diagonal", pen, None)
     theta = fit_multinomial(x, y, structure="diagonal", penalty=pen).theta
-    monkeypatch.setattr(structured, "DENSE_MAX_PARAMS", 0)
+    monkeypatch.setattr(optimize, "DIAGONAL_DENSE_MAX_PARAMS", 0)
     var, logdet = structured._posterior_variances(prob, theta, float(n))
     B = n * prob.class_blocks(prob.state(theta))
     inv = np.linalg.inv(B)
