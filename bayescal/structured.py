@@ -76,7 +76,6 @@ from bayescal.optimize import (
     _make_problem,
     dense_hessian,
     fit_multinomial,
-    log_evidence,
     make_penalty,
 )
 
@@ -242,7 +241,7 @@ def _evidence_strengths(
     x: Array, y: NDArray[np.intp], sw: Array, structure: str, scale: float,
     owner: dict[str, str], start: dict[str, float], free: list[str],
     init: Any, max_iter: int, tol: float, reuse: dict[str, Any] | None = None,
-) -> tuple[dict[str, float], FitResult, int]:
+) -> tuple[dict[str, float], FitResult, int, float]:
     """MacKay's fixed point over the ``free`` owner groups (module docstring, step 1).
 
     ``owner[g]`` is the group whose strength ``g`` uses (itself, or the one it
@@ -306,7 +305,8 @@ def _evidence_strengths(
     cur, fit = best[1], best[2]
     # n_iter of the result: every Newton iteration spent on the full data
     fit = dataclasses.replace(fit, n_iter=newton)
-    return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter
+    # best[0] is log_evidence(x, y, penalty, fit.theta) at these strengths
+    return {g: cur[owner[g]] if g in masks else 0.0 for g in _GROUPS}, fit, n_iter, best[0]
 
 
 def check_cv_param(cv: Any, *, allow_none: bool = False) -> Any:
@@ -534,10 +534,8 @@ def fit_structured(
         s = fit_temperature_scale(xa, y, sw)
         first = init if init is not None else (s * np.eye(k), np.zeros(k))
         reuse: dict[str, Any] = {}
-        ev, fit, n_ev = _evidence_strengths(xa, y, sw, structure, s, owner, start, free, first,
-                                            max_iter, tol, reuse)
-        evidence = log_evidence(xa, y, structured_penalty(k, ev, n, s), fit.theta,
-                                structure=structure, sample_weight=sw)
+        ev, fit, n_ev, evidence = _evidence_strengths(xa, y, sw, structure, s, owner, start,
+                                                      free, first, max_iter, tol, reuse)
         if best is None or evidence > best[0]:
             best = (evidence, index, xa, s, ev, fit, n_ev, reuse)
     evidence, index, x, s, ev, fit, n_ev, reuse = best

@@ -208,3 +208,11 @@ def test_large_k_default_beats_uncalibrated_and_saves(tmp_path):
     save_model(cal, path)
     again = load_model(path)
     np.testing.assert_array_equal(again.predict_proba(q[2000:]), p)
+
+
+def test_recorded_log_evidence_is_log_evidence_at_the_chosen_strengths():
+    x, y = _data(400, 6)
+    sf = fit_structured(x, y, cv=None)
+    pen = structured.structured_penalty(6, sf.strengths, 400.0, sf.scale)
+    np.testing.assert_allclose(sf.log_evidence, log_evidence(x, y, pen, sf.fit.theta),
+                               rtol=1e-10)
