@@ -1075,12 +1075,14 @@ def fit_multinomial(
     warn : bool, default=True
         Emit a :class:`~sklearn.exceptions.ConvergenceWarning` when not converged.
     reuse : dict or None, default=None
-        Newton-CG only: a dict shared by successive fits on the same data
-        (e.g. warm-started fits along a path of penalty strengths). The block
-        preconditioner's likelihood part is built once, at the first fit's
-        start, kept in it and reused (it only steers CG: the fit is the same
-        to ``tol``); the dict records a checksum of the data and rebuilds on
-        other data. ``None``: built once per fit.
+        A dict shared by successive fits on the same data (e.g. warm-started
+        fits along a path of penalty strengths). Newton-CG keeps its block
+        preconditioner's likelihood part in it, built once at the first fit's
+        start (it only steers CG); dense Newton keeps the last likelihood
+        Hessian, with which the next fit starts by chord steps (kept only
+        while each shrinks the gradient fourfold). Either way the fit is the
+        same to ``tol``. The dict records a checksum of the data and rebuilds
+        on other data. ``None``: nothing is shared.
 
     Returns
     -------
@@ -1128,6 +1130,16 @@ def fit_multinomial(
     precond, precond_age = None, 0  # Newton-CG preconditioner and its age in iterations
     reuse = {} if reuse is None else reuse
     chord = False
+    if solver == "newton" and lo is None and "hess_lik" in reuse \
+            and reuse.get("hess_key") == prob._fingerprint():
+        # a warm start along a path: the last fit's likelihood Hessian with this
+        # penalty drives chord steps, kept only while they contract the gradient
+        H = reuse["hess_lik"] + np.diag(prob.pen_diag)
+        try:
+            factor = scipy.linalg.cho_factor(H, check_finite=False)
+            chord = True
+        except np.linalg.LinAlgError:
+            factor = None
     for n_iter in range(max_iter + 1):  # noqa: B007 -- n_iter is reported
         gmax = _projected_gmax(st, lo, hi)
         if gmax <= tol:
@@ -1150,8 +1162,12 @@ def fit_multinomial(
                 st = trial
                 continue
         if solver == "newton":
-            step, factor = _newton_direction(prob.hess_dense(st), st.grad)
+            H = prob.hess_dense(st)
+            step, factor = _newton_direction(H, st.grad)
             n_hess += 1
+            if lo is None:
+                H[np.diag_indices_from(H)] -= prob.pen_diag
+                reuse.update(hess_lik=H, hess_key=prob._fingerprint())
         else:
             # The preconditioner only steers CG: rebuild it every few iterations.
             if precond is None or precond_age >= PRECOND_REFRESH:

@@ -216,3 +216,18 @@ def test_recorded_log_evidence_is_log_evidence_at_the_chosen_strengths():
     pen = structured.structured_penalty(6, sf.strengths, 400.0, sf.scale)
     np.testing.assert_allclose(sf.log_evidence, log_evidence(x, y, pen, sf.fit.theta),
                                rtol=1e-10)
+
+
+def test_reused_dense_hessian_gives_the_same_fits_along_a_path():
+    """Dense Newton (k = 8): chord steps from the previous fit's Hessian change no fit."""
+    x, y = _data(500, 8)
+    reuse: dict = {}
+    init = None
+    for lam in (100.0, 10.0, 1.0, 0.1, 0.01):
+        pen = make_penalty(8, "structured", lam, lam, reg_diag=lam, n_samples=500, scale=0.8)
+        shared = fit_multinomial(x, y, penalty=pen, init=init, reuse=reuse)
+        alone = fit_multinomial(x, y, penalty=pen, init=init)
+        assert shared.solver == "newton" and shared.converged and alone.converged
+        np.testing.assert_allclose(shared.W, alone.W, atol=1e-8)
+        init = shared
+    assert "hess_lik" in reuse
