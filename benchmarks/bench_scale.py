@@ -21,8 +21,8 @@ accuracy about 0.75, confidence about 0.85 at k = 1000; rows ``:n`` to fit,
 * ``test_log_loss`` of the fitted map on the held-out rows.
 
 A cell that runs past ``--timeout`` seconds of wall time is recorded as not
-finished. ``--real DIR`` adds the CIFAR-100 network outputs of ``DIR/dnn`` (k
-= 100, ``idx_val`` to fit, ``idx_test`` to score). The figure plots the warm
+finished. ``--real DIR`` adds the CIFAR network outputs of ``DIR/dnn`` (k = 10
+and 100, ``idx_val`` to fit, ``idx_test`` to score). The figure plots the warm
 CPU time against k on log-log axes per n, and the summary gives each method's
 growth exponent (least-squares slope of log time on log k over k >= 30).
 
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
     ap.add_argument("--timeout", type=float, default=600.0, help="wall seconds per cell")
     ap.add_argument("--real", type=Path, default=None,
-                    help="data dir: also run the CIFAR-100 outputs of DIR/dnn")
+                    help="data dir: also run the CIFAR outputs of DIR/dnn")
     ap.add_argument("--out", type=Path, default=None, help="append the rows to this JSON file")
     ap.add_argument("--figure", type=Path, default=None)
     ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = json.loads(args.out.read_text())
     cells = [(m, k, n, None) for n in args.ns for k in args.ks for m in methods]
     if args.real:
-        cells += [(m, 100, 5000, str(f)) for f in sorted((args.real / "dnn").glob("*cifar100*"))
-                  for m in methods]
+        cells += [(m, 100 if "cifar100" in f.name else 10, 5000, str(f))
+                  for f in sorted((args.real / "dnn").glob("*.npz")) for m in methods]
     for m, k, n, real in cells:
         row = run_cell(m, k, n, real, args.timeout)
         row.setdefault("data", Path(real).stem if real else "make_dnn_scores")
