@@ -305,22 +305,22 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         sw = check_sample_weight(sample_weight, n_samples=n)
         strengths = (np.inf, *AUTO_STRENGTHS)
 
-        def prior_at(nu: float, rows: Any) -> DirichletPrior:
-            s = fit_temperature_scale(x[rows], y[rows], sw[rows])
+        def prior_at(nu: float, s: float) -> DirichletPrior:
             return DirichletPrior(strength=nu, center=np.ones((k, k)) + s * np.eye(k))
 
         loss = np.zeros((len(strengths), n))
         for tr, te in cv_splits(self.cv, y):
             stats = SufficientStatistics.from_features(x[tr], y[tr], sample_weight=sw[tr])
+            s_fold = fit_temperature_scale(x[tr], y[tr], sw[tr])  # the fold's centre, once
             for i, nu in enumerate(strengths):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    fit = self._solve(stats, prior_at(nu, tr))
+                    fit = self._solve(stats, prior_at(nu, s_fold))
                 z = x[te] @ fit["coef_"].T + fit["intercept_"]
                 loss[i, te] = logsumexp(z, axis=1) - z[np.arange(len(te)), y[te]]
         index, info = one_standard_error(loss, sw)
         info["strength"] = np.array(strengths)
-        return prior_at(strengths[index], slice(None)), info
+        return prior_at(strengths[index], fit_temperature_scale(x, y, sw)), info
 
     # -- fitting ------------------------------------------------------------
     def fit(
