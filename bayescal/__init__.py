@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     ),
     "BayesianDirichletCalibrator": "bayescal.bayes",
     "BayesianGenerativeCalibrator": "bayescal.bayes",
+    "load": "bayescal.model_files",
     "load_uci": "bayescal.datasets",
     "make_dirgen": "bayescal.datasets",
     "make_dnn_scores": "bayescal.datasets",
@@ -44,13 +45,17 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+#: Public names that are another name of their module's function.
+_ALIASES: dict[str, str] = {"load": "load_model"}
+
+
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'bayescal' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _ALIASES.get(name, name))
     globals()[name] = value  # later look-ups are plain attribute reads
     return value
 
@@ -99,6 +104,7 @@ if TYPE_CHECKING:  # static analysis sees the eager imports
         posterior_bands,
         reliability_table,
     )
+    from bayescal.model_files import load_model as load
     from bayescal.optimize import FitResult, QuadraticPenalty, fit_multinomial, make_penalty
 
 __all__ = [
@@ -136,6 +142,7 @@ __all__ = [
     "expected_calibration_error",
     "fit_dirichlet",
     "fit_multinomial",
+    "load",
     "load_uci",
     "log_features",
     "log_loss",

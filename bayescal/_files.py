@@ -21,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import secrets
+import shutil
 import socket
 import sys
 import time
@@ -36,9 +38,12 @@ __all__ = [
     "DirectoryLock",
     "LockedError",
     "atomic_write",
+    "atomic_write_dir",
+    "read_npy",
     "remove_stale_temp_files",
     "temp_path",
     "write_bytes",
+    "write_error",
 ]
 
 #: Prefix of every temporary file bayescal creates.
@@ -71,7 +76,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temporary files of dead bayescal processes of this host in ``directory``.
+    """Delete the temporary files (and directories) of dead bayescal processes of this host.
+
+    Only the entries of ``directory`` itself are looked at.
 
     Returns
     -------
@@ -92,7 +99,10 @@ def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
         if _pid_alive(int(parts[1])):
             continue
         try:
-            p.unlink()
+            if p.is_dir() and not p.is_symlink():  # a report's temporary directory
+                shutil.rmtree(p)
+            else:
+                p.unlink()
             removed.append(p)
         except OSError:
             pass
@@ -155,15 +165,143 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], Any], *,
             raise OSError(f"writing {path} produced no file")
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(path, exc) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
 
 
+def write_error(path: str | os.PathLike[str], exc: OSError) -> OSError:
+    """``exc`` of a failed write reworded to name ``path``, the file the user asked for.
+
+    A system error (``exc.errno`` set: a full disk, a read-only file system,
+    a permission) names the temporary file it hit, or nothing; the result
+    says ``cannot write <path>: <reason>`` on one line and keeps the class
+    and ``errno`` of ``exc``. An error without ``errno`` (bayescal's own
+    message) is returned unchanged.
+    """
+    if exc.errno is None:
+        return exc
+    reason = exc.strerror or os.strerror(exc.errno)
+    error = type(exc)(f"cannot write {path}: {reason}")
+    error.errno = exc.errno
+    return error
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = False) -> Path:
     """:func:`atomic_write` of a bytes object."""
     return atomic_write(path, lambda p: p.write_bytes(data), overwrite=overwrite)
+
+
+def atomic_write_dir(directory: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
+    """Write ``files`` (name to content) into ``directory``: all of them or none.
+
+    The files are written into a temporary directory beside ``directory``
+    and moved into place at the end: the temporary directory itself becomes
+    ``directory`` when that does not exist yet, else each file is moved into
+    it (:func:`os.replace`, replacing a file of the same name; other files
+    of ``directory`` are kept). On any error the temporary directory is
+    removed and ``directory`` is as it was.
+
+    Parameters
+    ----------
+    directory : path-like
+        The directory to create or to write into.
+    files : dict of str to bytes
+        Plain file names (no directories) and their content.
+
+    Returns
+    -------
+    Path
+        ``directory``.
+
+    Raises
+    ------
+    OSError
+        ``"cannot write <directory>/<name>: <reason>"`` when a write fails.
+    """
+    directory = Path(directory)
+    parent = directory.parent if str(directory.parent) else Path(".")
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"{directory} exists and is not a directory")
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise FileNotFoundError(f"output directory {parent} {what} (writing {directory})")
+    remove_stale_temp_files(parent)
+    tmp = temp_path(directory)
+    target = directory  # what a failure is reported on
+    try:
+        tmp.mkdir()
+        for name, data in files.items():
+            target = directory / name
+            (tmp / name).write_bytes(data)
+        target = directory
+        _move_into_place(tmp, directory, list(files))
+    except OSError as exc:
+        raise write_error(target, exc) from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # already gone when renamed into place
+    return directory
+
+
+def _move_into_place(tmp: Path, directory: Path, names: list[str]) -> None:
+    """Rename ``tmp`` to ``directory``, or move its files ``names`` into an existing one."""
+    if not directory.exists():
+        os.replace(tmp, directory)
+        return
+    for name in names:
+        os.replace(tmp / name, directory / name)
+
+
+def read_npy(path: str | os.PathLike[str]) -> Any:
+    """Read a ``.npy`` file whole, or refuse it in one line naming it.
+
+    The header is checked against the size of the file before anything is
+    allocated, so a header claiming more data than the file holds (10^12
+    rows, say) is refused as such rather than as a ``MemoryError``. Object
+    arrays (pickles) are refused.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.npy`` file.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        If the file is not a ``.npy`` file, or its header and size disagree.
+    """
+    import numpy as np
+    from numpy.lib import format as npy
+
+    path = Path(path)
+    readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    with open(path, "rb") as f:
+        try:
+            version = npy.read_magic(f)
+            if version not in readers:
+                raise ValueError(f"format version {version} is not supported")
+            shape, fortran, dtype = readers[version](f)
+        except (ValueError, SyntaxError, TypeError) as exc:
+            raise ValueError(f"{path}: not a .npy file ({' '.join(str(exc).split())})"
+                             ) from None
+        if dtype.hasobject:
+            raise ValueError(f"{path}: holds Python objects (a pickle), which bayescal does not "
+                             "read; save a numeric array")
+        need = math.prod(shape) * dtype.itemsize
+        have = os.fstat(f.fileno()).st_size - f.tell()
+        if need != have:
+            raise ValueError(f"{path}: its header claims shape {shape} of {dtype} ({need} bytes) "
+                             f"but the file holds {have} bytes of data (truncated or damaged)")
+        data = np.fromfile(f, dtype=dtype, count=math.prod(shape))
+    return data.reshape(shape, order="F" if fortran else "C")
 
 
 # ---------------------------------------------------------------------------

@@ -100,6 +100,52 @@ def _label_column(value: str | None) -> str | int | None:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
+def _parse_classes(value: str | None) -> list[str] | None:
+    """``--classes a,b,c``: the label of each score column, in column order."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    if len(names) < 2 or not all(names):
+        raise CLIError(f"--classes must list the class labels separated by commas, one per "
+                       f"score column (e.g. --classes cat,dog,cow); got {value!r}")
+    return names
+
+
+def _model_classes(model: Any, given: list[str] | None, path: str) -> Any:
+    """A model's ``classes_``; ``--classes``, if given, must name the same labels in order."""
+    classes = model.classes_
+    if given is not None and [str(c) for c in classes] != given:
+        raise CLIError(f"--classes {','.join(given)} differs from the classes of {path}: "
+                       f"{','.join(str(c) for c in classes)}")
+    return classes
+
+
+def _check_recordable_classes(classes: Any, labels: Any, path: str) -> None:
+    """Refuse column classes that a model file cannot record yet.
+
+    A fitted estimator takes the sorted distinct labels as its classes (the
+    column codes ``0..k-1`` for integers with a class absent); another column
+    order needs the estimator's ``classes`` parameter, which model files do
+    not store yet, so fitting with it would save a model that reads the
+    columns in another order.
+    """
+    from bayescal._validation import encode_labels
+
+    try:
+        inferred, _ = encode_labels(labels, n_samples=len(labels), n_classes=len(classes))
+    except ValueError:
+        inferred = None
+    if inferred is not None and list(inferred) == list(classes):
+        return
+    shown = ",".join(str(c) for c in classes)
+    recorded = ("the sorted labels " + ",".join(str(c) for c in inferred)
+                if inferred is not None else "the sorted labels, and every class needs a label")
+    raise CLIError(
+        f"{path}: cannot fit with the classes {shown} (in column order): a model file records "
+        f"{recorded}; put the score columns in that order, or name them in a CSV header"
+    )
+
+
 def _progress(iterable: Any, *, total: int | None = None, desc: str = "",
               enabled: bool = True) -> Any:
     """A tqdm progress bar on stderr (hidden when not a terminal or disabled)."""
@@ -125,8 +171,9 @@ def _describe_read(path: str, data: Any) -> str:
     parts = [f"read {n} rows x {k} {data.kind} from {path}"]
     if data.header is not None:
         parts.append("header " + ",".join(data.header))
-    if data.label_source is not None:
+    if data.label_source is not None and data.y is not None:
         parts.append(f"labels from {data.label_source}")
+    parts.extend(data.notes)
     return "; ".join(parts)
 
 
@@ -148,12 +195,14 @@ def _fit(args: argparse.Namespace) -> int:
     params = _parse_params(args.param)
     data = read_scores(args.scores, input=args.input, labels=args.labels,
                        label_column=_label_column(args.label_column), need_labels=True,
-                       header=args.header)
+                       header=args.header, classes=_parse_classes(args.classes))
     est = make_calibrator(args.method, input=data.kind, **params)
+    labels = data.classes[data.y]
+    _check_recordable_classes(data.classes, labels, args.scores)
     _info(f"fitting {args.method} on {data.scores.shape[0]} samples, "
           f"{data.scores.shape[1]} classes ({data.kind})")
     try:
-        est.fit(data.scores, data.y)
+        est.fit(data.scores, labels)
     except (ValueError, ArithmeticError, RuntimeError) as exc:
         raise CLIError(f"{args.scores}: cannot fit {args.method}: {exc}") from None
     save_model(est, out, training_hash=hash_training_data(data.scores, data.y),
@@ -172,7 +221,7 @@ def _load(path: str) -> Any:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from bayescal.score_files import read_scores, write_scores
+    from bayescal.score_files import check_output_probs, read_scores, write_scores
 
     out = Path(args.output)
     if out.suffix.lower() not in (".npz", ".csv"):
@@ -182,11 +231,14 @@ def _apply(args: argparse.Namespace) -> int:
     model = _load(args.model)
     data = read_scores(args.scores, input=getattr(model, "input", "probs"),
                        label_column=_label_column(args.label_column),
-                       n_classes=model.n_features_in_, header=args.header)
+                       n_classes=model.n_features_in_, header=args.header,
+                       classes=model.classes_, ignore_labels=True,
+                       column_names=getattr(model, "feature_names_in_", None))
     try:
         proba = model.predict_proba(data.scores)
     except (ValueError, ArithmeticError) as exc:
         raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
+    proba = check_output_probs(proba, n_rows=data.scores.shape[0], where=str(out))
     write_scores(out, proba, overwrite=args.force)
     print(_describe_read(args.scores, data))
     print(f"wrote {out} ({proba.shape[0]} rows, row i calibrates row i of {args.scores})")
@@ -213,15 +265,19 @@ def _posterior_diagnostics(model: Any) -> str:
 def _evaluate(args: argparse.Namespace) -> int:
     from bayescal.maps import softmax
     from bayescal.report import Report
-    from bayescal.score_files import read_scores
+    from bayescal.score_files import check_output_probs, read_scores
 
     model = _load(args.model) if args.model else None
     model_input = getattr(model, "input", "probs") if model is not None else None
     kind = args.input if args.input is not None else model_input
+    classes = _parse_classes(args.classes)
+    if model is not None:
+        classes = _model_classes(model, classes, args.model)
     data = read_scores(args.scores, input=kind, labels=args.labels,
                        label_column=_label_column(args.label_column), need_labels=True,
                        n_classes=model.n_features_in_ if model is not None else None,
-                       header=args.header)
+                       header=args.header, classes=classes,
+                       column_names=getattr(model, "feature_names_in_", None))
     if model is not None and data.kind != model_input:
         raise CLIError(f"{args.model} was fitted on {model_input} but {args.scores} holds "
                        f"{data.kind}")
@@ -236,6 +292,8 @@ def _evaluate(args: argparse.Namespace) -> int:
             proba = model.predict_proba(data.scores)
         except (ValueError, ArithmeticError) as exc:
             raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
+        proba = check_output_probs(proba, n_rows=data.scores.shape[0],
+                                   where=f"{args.model} applied to {args.scores}")
         report.add(data.y, proba, image="reliability_calibrated.png",
                    scores=f"calibrated ({name})")
         diagnostics = _posterior_diagnostics(model)
@@ -415,10 +473,16 @@ def build_parser() -> argparse.ArgumentParser:
                            help="what the scores hold (default: the .npz array name, else probs)")
         if labels:
             p.add_argument("--labels", metavar="FILE",
-                           help="label file (.npy, or text with one integer per line)")
+                           help="label file (.npy, or text with one label per line)")
+            p.add_argument("--classes", metavar="A,B,...",
+                           help="the label of each score column, in column order (default: "
+                                "integer labels are the column numbers 0..k-1; text labels "
+                                "are the classes in sorted order; a model's own classes)")
         p.add_argument("--label-column", metavar="NAME|INDEX",
                        help="CSV label column by header name or 0-based index "
-                            "(default: column 'y' or 'label', else the last column)")
+                            "(default: column 'y' or 'label', else the last column"
+                            + (")" if labels else " when it holds integer labels and the "
+                               "file has one column more than the model has classes)"))
         p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                        help="CSV: the first line is (--header) or is not (--no-header) a header "
                             "(default: decided from the line; an ambiguous line is refused)")

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from bayescal._files import atomic_write, write_bytes
+from bayescal._files import write_bytes
 from bayescal.model_schema import (
     _LOG_X,
     COMMON_FIELDS,
@@ -89,8 +89,18 @@ __all__ = [
 ]
 
 MODEL_FORMAT = "bayescal-model"
-#: Version 2: data-only schema (version 1 files named Python classes and are refused).
-MODEL_FORMAT_VERSION = 2
+#: Version 3: a Bayesian model's id covers every posterior draw. Version 2 files
+#: without a posterior (the MAP calibrators) still load; older files are refused
+#: with the reason (:data:`_OLD_VERSIONS`): version 2 posteriors' ids did not
+#: cover the draws, version 1 files named Python classes.
+MODEL_FORMAT_VERSION = 3
+_OLD_VERSIONS = {
+    1: "version 1 files named Python classes and cannot be read safely: refit the model",
+    2: "the model id of version 2 files does not cover a Bayesian model's posterior draws, "
+       "so a changed draw would go unnoticed: refit the model and save it with this bayescal",
+}
+#: JSON integers longer than this are refused (int64 needs 19 digits).
+_MAX_INT_DIGITS = 40
 
 _SHA256_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -307,9 +317,7 @@ def _build(doc: dict[str, Any], where: str) -> tuple[Any, StateSchema, dict[str,
         inner = est.estimator if isinstance(est, ProbsToLogits) else est
         if fixed:
             inner.set_params(**fixed)
-        check = getattr(inner, "_check_params", None)
-        if callable(check) and not schema.posterior:
-            check()
+        inner._check_params()  # the checks fit starts with, without fitting
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{where}: invalid hyperparameters: {exc}") from None
     found = _method_of(est)
@@ -351,7 +359,8 @@ def _restore_state(est: Any, schema: StateSchema, doc: dict[str, Any], params: d
         state["coef_"] = _decode_field(_f("float", "k", "k"), doc["W"], f"{where}: W", dims)
         state["intercept_"] = _decode_field(_f("float", "k"), doc["b"], f"{where}: b", dims)
     if schema.check is not None:
-        schema.check(state, params, where)
+        schema.check(state, params, k, where)
+    _check_fixed_params(schema, state, params, where)
     wrapper = isinstance(est, ProbsToLogits)
     inner = clone(est.estimator) if wrapper else est
     attrs = dict(state) if schema.dump is None else {}
@@ -368,6 +377,33 @@ def _restore_state(est: Any, schema: StateSchema, doc: dict[str, Any], params: d
         for name in ("coef_", "intercept_"):
             if hasattr(inner, name):
                 setattr(est, name, getattr(inner, name))
+
+
+def _check_fixed_params(schema: StateSchema, state: dict[str, Any], params: dict[str, Any],
+                        where: str) -> None:
+    """A hyperparameter fixed to a number must be the value its fit used (``<name>_``)."""
+    for name in schema.fixed_params:
+        value, fitted = params.get(name), state.get(f"{name}_")
+        if type(value) in (int, float) and fitted is not None and float(value) != fitted:
+            raise ValueError(f"{where}: hyperparameter {name}={value!r} contradicts the fitted "
+                             f"{name}_ = {fitted!r} (the value its fit used)")
+
+
+def _check_classes_param(params: dict[str, Any], classes: np.ndarray, where: str) -> None:
+    """The ``classes`` hyperparameter, when set, must name the fitted classes, in order."""
+    from bayescal._validation import check_classes
+
+    value = params.get("classes")
+    if value is None:
+        return
+    shown = list(value) if isinstance(value, tuple) else value
+    try:
+        given = check_classes(value, n_classes=len(classes))
+    except ValueError as exc:
+        raise ValueError(f"{where}: hyperparameter classes={shown!r} is invalid: {exc}") from None
+    if not np.array_equal(given, classes):
+        raise ValueError(f"{where}: hyperparameter classes={shown!r} contradicts the fitted "
+                         f"classes {classes.tolist()}")
 
 
 def _floor(est: Any) -> Any:
@@ -422,9 +458,12 @@ def _check_header(doc: Any, where: str) -> dict[str, Any]:
         raise ValueError(f"{where} is not a bayescal model file (no \"format\": "
                          f"\"{MODEL_FORMAT}\")")
     version = doc.get("format_version")
-    if version != MODEL_FORMAT_VERSION or type(version) is not int:
-        hint = (" (version 1 files named Python classes and cannot be read safely: refit "
-                "the model)" if version == 1 else "")
+    # version 3 changed only the id of a Bayesian model's posterior: a version 2 file
+    # without a posterior reads exactly as before
+    readable = version == MODEL_FORMAT_VERSION or (version == 2 and doc.get("posterior") is None)
+    if not readable or type(version) is not int:
+        reason = _OLD_VERSIONS.get(version) if type(version) is int else None
+        hint = f" ({reason})" if reason else ""
         raise ValueError(f"{where} has model format version {version!r}; this bayescal reads "
                          f"version {MODEL_FORMAT_VERSION}{hint}")
     _exact_keys(doc, set(_TOP_LEVEL), where)
@@ -446,6 +485,7 @@ def _from_document(doc: dict[str, Any], where: str, *, posterior: Path | None = 
     _check_header(doc, where)
     est, schema, params = _build(doc, where)
     classes = _decode_classes(doc["classes"], f"{where}: classes")
+    _check_classes_param(params, classes, where)
     if schema.posterior:
         if posterior_estimator is None:
             posterior_estimator = _load_posterior(type(est), doc, posterior, where)
@@ -469,10 +509,12 @@ def _load_posterior(cls: type, doc: dict[str, Any], posterior: Path | None, wher
     if not post.is_file():
         raise ValueError(f"{where}: its posterior file {post} is missing")
     try:
-        return cls.load(post)
+        return cls._read_posterior(post)
+    except ValueError as exc:  # the posterior's own checks
+        problem = str(exc)
     except Exception as exc:  # netCDF / HDF5 errors of every kind
-        raise ValueError(f"{where}: cannot read its posterior {post}: {type(exc).__name__}: "
-                         f"{exc}") from None
+        problem = f"{type(exc).__name__}: {exc}"
+    raise ValueError(f"{where}: cannot read its posterior {post}: {' '.join(problem.split())}")
 
 
 def _verify_posterior(est: Any, schema: StateSchema, doc: dict[str, Any],
@@ -517,12 +559,45 @@ def _strict_json(text: str, where: str) -> Any:
             out[key] = value
         return out
 
+    def integer(digits: str) -> int:
+        if len(digits.lstrip("-")) > _MAX_INT_DIGITS:
+            raise ValueError(f"{where}: JSON integer of {len(digits.lstrip('-'))} digits is "
+                             f"too large for a model file (at most {_MAX_INT_DIGITS})")
+        return int(digits)
+
     try:
-        return json.loads(text, parse_constant=constant, object_pairs_hook=pairs)
+        return json.loads(text, parse_constant=constant, object_pairs_hook=pairs,
+                          parse_int=integer)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply") from None
+
+
+def _check_model_path(path: Path, *, saving: bool) -> None:
+    """Model files end in ``.json``; say what to use instead of a posterior or another file."""
+    if path.suffix.lower() == ".json":
+        return
+    if not saving and path.suffix.lower() == ".nc":
+        raise ValueError(f"{path} is the posterior of a Bayesian model: load the model file "
+                         f"{path.with_suffix('.json').name} beside it")
+    hint = (" (a Bayesian model's posterior is written beside it as .nc)" if saving else "")
+    raise ValueError(f"model file {path} must end in .json: bayescal model files are JSON "
+                     f"documents{hint}")
+
+
+def _write_files(path: Path, text: str, posterior: bytes | None, *, overwrite: bool) -> None:
+    """Write the JSON model file and, for a Bayesian model, its posterior: both or neither."""
+    if posterior is None:
+        write_bytes(path, text.encode(), overwrite=overwrite)
+        return
+    post = posterior_path(path)
+    write_bytes(post, posterior, overwrite=overwrite)
+    try:
+        write_bytes(path, text.encode(), overwrite=overwrite)
+    except BaseException:
+        post.unlink(missing_ok=True)
+        raise
 
 
 def _dumps(doc: dict[str, Any]) -> str:
@@ -551,8 +626,9 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *,
         as null when they match no registered method, e.g. ``MatrixScaler()``
         with a penalty other than the registry's).
     path : path-like
-        The ``.json`` file to write (Bayesian: the posterior goes to
-        :func:`posterior_path`).
+        The file to write, ending in ``.json`` (Bayesian: the posterior goes
+        to :func:`posterior_path`, serialised in memory first, so that each
+        file is written whole or not at all).
     training_hash : str, optional
         Digest of the training data (:func:`hash_training_data`), stored so a
         model can be traced to its data.
@@ -568,14 +644,19 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *,
     ------
     ValueError
         If the estimator is not fitted, not savable, or holds a value a model
-        file cannot store (the message names it).
+        file cannot store (the message names it); if ``path`` does not end in
+        ``.json``.
     FileExistsError
         If a target file exists and ``overwrite`` is False.
+    OSError
+        If a file cannot be written (``"cannot write <file>: <reason>"``);
+        nothing is left behind.
     """
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
     path = Path(path)
+    _check_model_path(path, saving=True)
     try:
         check_is_fitted(estimator)
     except (NotFittedError, TypeError) as exc:
@@ -588,8 +669,6 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *,
     schema = STATE_SCHEMAS.get(type(_inner(estimator)).__name__)
     bayesian = schema is not None and schema.posterior
     post = posterior_path(path) if bayesian else None
-    if post is not None and post == path:
-        raise ValueError(f"model path {path} must not end in .nc (the posterior goes there)")
     doc = _document(estimator, training_hash=training_hash,
                     posterior=post.name if post is not None else None)
     text = _dumps(doc)
@@ -600,15 +679,8 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *,
     for target in targets:
         if target.exists() and not overwrite:
             raise FileExistsError(f"{target} already exists (use --force / overwrite=True)")
-    if post is not None:
-        atomic_write(post, estimator.save, overwrite=overwrite)
-        try:
-            write_bytes(path, text.encode(), overwrite=overwrite)
-        except BaseException:
-            post.unlink(missing_ok=True)
-            raise
-    else:
-        write_bytes(path, text.encode(), overwrite=overwrite)
+    _write_files(path, text, estimator._netcdf_bytes() if bayesian else None,
+                 overwrite=overwrite)
     return path
 
 
@@ -623,7 +695,8 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     Parameters
     ----------
     path : path-like
-        The ``.json`` model file.
+        The model file (``.json``; a Bayesian model's posterior is read from
+        beside it).
 
     Returns
     -------
@@ -636,14 +709,16 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     ValueError
         If the file is not a valid bayescal model file of this format version,
         or any field breaks the schema or disagrees with the state (the message
-        names the file and the field); for Bayesian models, if the posterior is
-        missing, unreadable or belongs to another model.
+        names the file and the field); if ``path`` does not end in ``.json``;
+        for Bayesian models, if the posterior is missing, unreadable, holds a
+        non-finite draw, was changed or belongs to another model.
     FileNotFoundError, IsADirectoryError
         If the file does not exist or is a directory.
     """
     from bayescal import __version__
 
     path = Path(path)
+    _check_model_path(path, saving=False)
     if path.is_dir():
         raise IsADirectoryError(f"model file {path} is a directory, not a file")
     if not path.exists():

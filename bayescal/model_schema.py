@@ -135,7 +135,12 @@ class StateSchema:
     describe : str
         The map in words, with ``{x}`` standing for the features.
     check : callable, optional
-        ``check(state, params, where)`` for invariants across fields.
+        ``check(state, params, k, where)`` for invariants across fields (and
+        against the hyperparameters and the number of classes ``k``).
+    fixed_params : tuple of str
+        Hyperparameters that ``fit`` stores unchanged as ``<name>_`` when they
+        are numbers (e.g. ``reg_lambda=1e-3`` gives ``reg_lambda_ == 1e-3``);
+        a file whose number disagrees with its fitted value is refused.
     """
 
     fields: Mapping[str, Field]
@@ -145,7 +150,8 @@ class StateSchema:
     linear_map: str = "none"
     posterior: bool = False
     describe: str = ""
-    check: Callable[[dict[str, Any], dict[str, Any], str], None] | None = None
+    check: Callable[[dict[str, Any], dict[str, Any], int, str], None] | None = None
+    fixed_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,7 @@ def _check_model_id(value: str, where: str) -> None:
         raise ValueError(f"{where} must be a hexadecimal model id; got {value!r}")
 
 
-def _check_ensemble(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
+def _check_ensemble(state: dict[str, Any], params: dict[str, Any], k: int, where: str) -> None:
     coefs = state.get("coefs_")
     if coefs is None:
         return
@@ -211,16 +217,20 @@ def _ovr_maps(state: dict[str, Any]) -> int:
     return 0
 
 
-def _check_ovr_maps(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
-    """At least one binary map (the count against k is checked on load by the estimator)."""
+def _check_ovr_maps(state: dict[str, Any], params: dict[str, Any], k: int, where: str) -> None:
+    """As many binary maps as ``k`` classes need: one per class, one for two classes."""
+    from bayescal.calibrators.ovr import OneVsRestCalibratorMixin
+
     del params
-    m = _ovr_maps(state)
-    if m < 1:
-        raise ValueError(f"{where}: no binary maps")
+    have = _ovr_maps(state)
+    need = len(OneVsRestCalibratorMixin._mapped_columns(k))
+    if have != need:
+        raise ValueError(f"{where}: fitted holds {have} one-vs-rest maps; {k} classes need "
+                         f"{need} (one per class; one for class 1 of two classes)")
 
 
-def _check_isotonic(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
-    _check_ovr_maps(state, params, where)
+def _check_isotonic(state: dict[str, Any], params: dict[str, Any], k: int, where: str) -> None:
+    _check_ovr_maps(state, params, k, where)
     xs, ys = state["x_thresholds_"], state["y_thresholds_"]
     if len(xs) != len(ys):
         raise ValueError(f"{where}: x_thresholds_ and y_thresholds_ hold {len(xs)} and "
@@ -231,8 +241,8 @@ def _check_isotonic(state: dict[str, Any], params: dict[str, Any], where: str) -
         _check_increasing({"x": x, "y": y}, f"{where}: map {j}")
 
 
-def _check_binning(state: dict[str, Any], params: dict[str, Any], where: str) -> None:
-    _check_ovr_maps(state, params, where)
+def _check_binning(state: dict[str, Any], params: dict[str, Any], k: int, where: str) -> None:
+    _check_ovr_maps(state, params, k, where)
     edges, values = state["bin_edges_"], state["bin_values_"]
     if len(edges) != len(values):
         raise ValueError(f"{where}: bin_edges_ and bin_values_ hold {len(edges)} and "
@@ -242,6 +252,22 @@ def _check_binning(state: dict[str, Any], params: dict[str, Any], where: str) ->
             raise ValueError(f"{where}: map {j} has {e.size} inner edges but {v.size} values "
                              f"(one more than the edges is required)")
         _check_edges({"edges": e}, f"{where}: map {j}")
+    _check_bin_count(edges, params, where)
+
+
+def _check_bin_count(edges: list[Any], params: dict[str, Any], where: str) -> None:
+    """``n_bins - 1`` inner edges per map (at most that many with equal-frequency bins)."""
+    n_bins, strategy = params.get("n_bins"), params.get("strategy")
+    if n_bins is None:
+        return
+    sizes = [int(e.size) for e in edges]
+    width = strategy == "width"
+    if any(n != n_bins - 1 if width else n > n_bins - 1 for n in sizes):
+        raise ValueError(
+            f"{where}: hyperparameter n_bins={n_bins!r} contradicts fitted.bin_edges_, whose "
+            f"maps have {sizes} inner edges ({'' if width else 'at most '}n_bins - 1 with "
+            f"strategy={strategy!r})"
+        )
 
 
 def _dirichlet_fit_class() -> Any:
@@ -318,6 +344,7 @@ _DIRICHLET_STATE = StateSchema(
     linear_map="stored",
     describe="calibrated = softmax(W x + b) with {x}",
     check=_check_ensemble,
+    fixed_params=("reg_lambda", "reg_mu", "reg_diag"),
 )
 
 _LOG_X = ("x = max(ln q, ln eps) for probabilities q (from logits z: "
@@ -354,6 +381,7 @@ STATE_SCHEMAS: Mapping[str, StateSchema] = MappingProxyType({
         ),
         derived=("coef_", "intercept_"),
         restore=_restore_vector,
+        fixed_params=("reg_diag", "reg_mu"),
         describe="calibrated = softmax(w * x + b), w = fitted.weights_, b = fitted.bias_ "
                  "(W = diag(w)), with {x}",
     ),
@@ -677,10 +705,17 @@ def _kinds(annotation: Any) -> set[str]:
     """JSON kinds a constructor annotation allows."""
     if annotation is Any or annotation is None:
         return {"null", "bool", "int", "float", "str"} if annotation is Any else {"null"}
+    # numpy's ArrayLike: nested sequences (a list in the file) or a string; numpy >= 2.5
+    # defines it as a PEP 695 alias, whose union typing.get_args does not unpack
+    from numpy.typing import ArrayLike
+
+    if annotation is ArrayLike:
+        return {"tuple", "str"}
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, UnionType):
         return set().union(*(_kinds(a) for a in typing.get_args(annotation)))
-    if origin in (tuple, list):
+    # numpy's ArrayLike accepts nested sequences (its private _NestedSequence protocol)
+    if origin in (tuple, list) or getattr(origin, "__name__", "") == "_NestedSequence":
         return {"tuple"}
     kind = _JSON_KINDS.get(annotation)
     if kind == "float":
@@ -720,6 +755,8 @@ def _encode_params(est: Any) -> dict[str, Any]:
     out = {}
     for name, value in _flat_params(est).items():
         codec = PARAM_CODECS.get((cls.__name__, name))
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
         try:
             if codec is not None and codec.accepts(value):
                 out[name] = codec.encode(value)

@@ -1,8 +1,9 @@
 """Calibration reports: metric tables, reliability diagrams, one HTML file.
 
 Used by ``bayescal evaluate`` and ``bayescal demo``. Everything is computed in
-memory first and then written, each file atomically
-(:func:`bayescal.io.atomic_write`), so a failure leaves no partial report.
+memory first and then written into a temporary directory that is moved into
+place at the end (:func:`bayescal._files.atomic_write_dir`), so a failure
+leaves no partial report.
 The HTML file is self-contained: the PNG diagrams are embedded as base64
 ``data:`` URIs, so it can be mailed or archived alone.
 
@@ -344,25 +345,39 @@ class Report:
             f"<h2>Reliability diagrams</h2>{diagrams}{''.join(figs)}</body></html>\n"
         )
 
+    def csv(self) -> str:
+        """``metrics.csv``: the rows in display order (keys, metrics, the :meth:`verdicts` note)."""
+        notes = self.verdicts()
+        lines = [",".join([*self.keys, *(m for m, _, _ in METRICS), "note"])]
+        lines += [",".join([*(_csv(self.rows[i][k]) for k in self.keys),
+                            *(repr(float(self.rows[i][m])) for m, _, _ in METRICS),
+                            _csv(notes[i])]) for i in self.order()]
+        return "\n".join(lines) + "\n"
+
+    def files(self) -> dict[str, bytes]:
+        """Every file of the report by name: the PNGs, ``metrics.csv``, ``report.html``."""
+        return {**self.images, "metrics.csv": self.csv().encode(),
+                "report.html": self.html().encode()}
+
     def write(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write ``report.html``, ``metrics.csv`` and the PNGs into ``directory``.
 
-        ``metrics.csv`` holds the rows in display order: the keys, the
-        metrics, then the ``note`` column of :meth:`verdicts`. The directory
-        is created if missing. Existing report files are an error unless
-        ``overwrite``. Returns the path of ``report.html``.
+        The report is written whole or not at all: into a temporary directory
+        beside ``directory``, moved into place at the end
+        (:func:`bayescal._files.atomic_write_dir`); a failure (a full disk)
+        leaves ``directory`` as it was. The directory is created if missing
+        (its parents too); other files in it are kept. Existing report files
+        are an error unless ``overwrite``.
+
+        Returns
+        -------
+        Path
+            The path of ``report.html``.
         """
-        from bayescal.io import atomic_write
+        from bayescal._files import atomic_write_dir, write_error
 
         directory = Path(directory)
-        files: dict[str, bytes] = {name: png for name, png in self.images.items()}
-        notes = self.verdicts()
-        csv_lines = [",".join([*self.keys, *(m for m, _, _ in METRICS), "note"])]
-        csv_lines += [",".join([*(_csv(self.rows[i][k]) for k in self.keys),
-                                *(repr(float(self.rows[i][m])) for m, _, _ in METRICS),
-                                _csv(notes[i])]) for i in self.order()]
-        files["metrics.csv"] = ("\n".join(csv_lines) + "\n").encode()
-        files["report.html"] = self.html().encode()
+        files = self.files()
         if not overwrite:
             clash = [n for n in files if (directory / n).exists()]
             if clash:
@@ -370,9 +385,11 @@ class Report:
                     f"report files already exist in {directory}: {', '.join(sorted(clash))} "
                     "(use --force to replace them)"
                 )
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            atomic_write(directory / name, lambda p, d=data: p.write_bytes(d), overwrite=True)
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(directory, exc) from exc
+        atomic_write_dir(directory, files)
         return directory / "report.html"
 
 

@@ -19,6 +19,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+import bayescal
 from bayescal import BayesianDirichletCalibrator, make_dirgen
 from bayescal.bayes import SamplingWarning
 from bayescal.bayes.gauge import dirlin_gauge
@@ -164,7 +165,7 @@ def test_to_canonical_uses_mode(nuts_fit, data):
 
 def test_save_load_round_trip(nuts_fit, data, tmp_path):
     q = data[0][:100]
-    loaded = BayesianDirichletCalibrator.load(nuts_fit.save(tmp_path / "lin.nc"))
+    loaded = bayescal.load(nuts_fit.save(tmp_path / "lin.json"))
     assert loaded.get_params() == nuts_fit.get_params()
     assert loaded.tune_ == nuts_fit.tune_ == 300
     np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
@@ -304,8 +305,8 @@ def test_log_evidence_attribute_prior_and_round_trip(tmp_path):
     assert np.isnan(odir.log_evidence_)  # flat diagonal: improper prior
     with pytest.raises(ValueError, match="use prior='l2'"):
         odir.log_evidence(q, y)
-    path = est.save(tmp_path / "post.nc")
-    assert BayesianDirichletCalibrator.load(path).log_evidence_ == est.log_evidence_
+    path = est.save(tmp_path / "post.json")
+    assert bayescal.load(path).log_evidence_ == est.log_evidence_
 
 
 def test_auto_floor_is_the_map_default_floor(tmp_path):
@@ -322,7 +323,7 @@ def test_auto_floor_is_the_map_default_floor(tmp_path):
     z = np.log(np.maximum(q, floor)) @ est.coef_.T + est.intercept_
     expected = np.exp(z - logsumexp(z, axis=1, keepdims=True))
     np.testing.assert_allclose(est.predict_proba(q, kind="map"), expected, atol=1e-12)
-    back = BayesianDirichletCalibrator.load(est.save(tmp_path / "auto.nc"))
+    back = bayescal.load(est.save(tmp_path / "auto.json"))
     assert back.eps_ == floor
     np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)
     # a fixed floor and the penalty readings keep theirs
@@ -350,6 +351,6 @@ def test_tau_scale_per_group(tmp_path):
     est = BayesianDirichletCalibrator(sampler="laplace", draws=50, random_seed=0,
                                       tau_scale=(0.5, 1.0, 2.0)).fit(q, y)
     assert est.prior_ == prior
-    back = BayesianDirichletCalibrator.load(est.save(tmp_path / "tau.nc"))
+    back = bayescal.load(est.save(tmp_path / "tau.json"))
     assert back.prior_ == prior
     np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _extras import import_extra
 
+import bayescal
 from bayescal import BayesianDirichletCalibrator, BayesianGenerativeCalibrator, make_dirgen
 from bayescal.bayes import SamplingWarning, _compat
 from bayescal.bayes._backend import import_pymc
@@ -62,7 +63,7 @@ def test_fast_mcmc_samplers_match_laplace(sampler, module, data, laplace_fit, tm
     assert d["r_hat_max"] < 1.05 and d["divergences"] == 0, d
     np.testing.assert_allclose(est.predict_proba(q[:100]), laplace_fit.predict_proba(q[:100]),
                                atol=2e-2)
-    loaded = BayesianDirichletCalibrator.load(est.save(tmp_path / f"{sampler}.nc"))
+    loaded = bayescal.load(est.save(tmp_path / f"{sampler}.json"))
     np.testing.assert_allclose(loaded.predict_proba(q[:50]), est.predict_proba(q[:50]),
                                atol=1e-12)
 

@@ -44,7 +44,7 @@ def files(tmp_path: Path, data: dict[str, np.ndarray]) -> Path:
     np.savez(tmp_path / "test.npz", probs=data["q2"], y=data["y2"])
     np.save(tmp_path / "test.npy", data["q2"])
     np.save(tmp_path / "test_labels.npy", data["y2"])
-    header = ",".join([f"class{j}" for j in range(K)] + ["y"])
+    header = ",".join([f"p{j}" for j in range(K)] + ["y"])
     np.savetxt(tmp_path / "test.csv", np.column_stack([data["q2"], data["y2"]]),
                delimiter=",", header=header, comments="", fmt="%.17g")
     return tmp_path
@@ -517,7 +517,7 @@ ISSUE_CASES = {
                             "logits: |z| = 1e+300 at row 4, column 2",
     "label 1e20": "big.npz: y has labels outside the classes 0..3 given by the score columns: "
                   "[1.e+20]",
-    "NA in csv": "na.csv: missing value 'NA' at line 4, column 'class1'",
+    "NA in csv": "na.csv: missing value 'NA' at line 4, column 'p1'",
     "model: hyperparameters missing": "edited.json lacks the field(s) ['hyperparameters']",
     "model: hyperparameters null": "edited.json: hyperparameters must be an object of "
                                    "hyperparameters; got null",

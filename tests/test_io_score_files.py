@@ -96,11 +96,18 @@ def test_ambiguous_first_line_is_refused(tmp_path: Path, first: str, match: str)
 
 def test_explicit_header_choice(tmp_path: Path) -> None:
     # a first line the reader would refuse: the caller says what it is
-    path = _csv(tmp_path, "\n".join(["0.2,abc,0.5,2", *_rows(Q, Y)]) + "\n")
+    path = _csv(tmp_path, "\n".join(["p0,p1,p2,5", *_rows(Q, Y)]) + "\n")
+    with pytest.raises(ValueError, match="line 1 mixes text .'p0'. with numbers .'5'."):
+        read_scores(path, need_labels=True)
     d = read_scores(path, need_labels=True, header=True, label_column=-1)
     np.testing.assert_array_equal(d.scores, Q)
-    with pytest.raises(ValueError, match="non-numeric value 'abc' at line 1, column 1"):
+    with pytest.raises(ValueError, match="non-numeric value 'p0' at line 1, column 0"):
         read_scores(path, need_labels=True, header=False)
+    # a forced header still names the score columns: names that say nothing are refused
+    odd = _csv(tmp_path, "\n".join(["0.2,abc,0.5,2", *_rows(Q, Y)]) + "\n", "o.csv")
+    with pytest.raises(ValueError, match=r"o.csv: score column names \['0.2', 'abc', '0.5'\] "
+                                         "are neither p0..p2 nor the class names"):
+        read_scores(odd, need_labels=True, header=True, label_column=-1)
     # header=False keeps a first row that looks like names... and refuses it
     named = _csv(tmp_path, "\n".join(["p0,p1,p2,y", *_rows(Q, Y)]) + "\n", "n.csv")
     with pytest.raises(ValueError, match="non-numeric value 'p0' at line 1"):
@@ -174,7 +181,7 @@ def test_csv_round_trip_keeps_rows_in_order(rows, header, bom, quoted) -> None:
     q = q / q.sum(axis=1, keepdims=True)
     y = np.arange(len(q)) % 3
     fmt = (lambda v: f'"{v!r}"') if quoted else repr
-    lines = (["a,b,c,y"] if header else []) + _rows(q, y, fmt=fmt)
+    lines = (["p0,p1,p2,y"] if header else []) + _rows(q, y, fmt=fmt)
     with tempfile.TemporaryDirectory() as d:
         d = read_scores(_csv(Path(d), "\n".join(lines) + "\n", bom=bom), need_labels=True)
     np.testing.assert_array_equal(d.scores, q)

@@ -72,7 +72,7 @@ def test_round_trip_is_exact_and_stable(method: str, kind: str, tmp_path: Path) 
     np.testing.assert_allclose(back.predict_proba(test), est.predict_proba(test), rtol=0,
                                atol=1e-12)
     assert method_name(back) == method == doc["method"]
-    assert doc["format_version"] == MODEL_FORMAT_VERSION == 2
+    assert doc["format_version"] == MODEL_FORMAT_VERSION == 3
     # saving what was loaded writes the same document: nothing lost, nothing invented
     again = save_model(back, tmp_path / "again.json", training_hash=HASH)
     assert json.loads(again.read_text()) == doc
@@ -262,13 +262,24 @@ def test_json_tricks_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("version", "match"), [
-    (1, "version 1 files named Python classes"), (3, "has model format version 3"),
-    ("2", "has model format version '2'"), (None, "has model format version None")])
+    (1, "version 1 files named Python classes"),
+    (4, "has model format version 4"), ("3", "has model format version '3'"),
+    (None, "has model format version None")])
 def test_unknown_format_versions_are_refused(version: Any, match: str, tmp_path: Path) -> None:
     path, doc = _doc(_fit("temperature"), tmp_path)
     doc["format_version"] = version
     with pytest.raises(ValueError, match=match):
         load_model(_write(path, doc))
+
+
+def test_version_2_files_without_a_posterior_still_load(tmp_path: Path) -> None:
+    """Version 3 changed only a Bayesian posterior's id: MAP files of version 2 read as before."""
+    est = _fit("temperature")
+    path, doc = _doc(est, tmp_path)
+    doc["format_version"] = 2
+    again = load_model(_write(path, doc))
+    q, _ = _data()
+    np.testing.assert_array_equal(again.predict_proba(q), est.predict_proba(q))
 
 
 # ---------------------------------------------------------------------------

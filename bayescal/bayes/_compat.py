@@ -81,7 +81,7 @@ __all__ = [
     "rhat",
     "set_group",
     "summary",
-    "to_netcdf",
+    "to_netcdf_bytes",
 ]
 
 #: netCDF engine used to write and read posteriors (a declared dependency).
@@ -263,9 +263,16 @@ def summary(idata: Any, var_names: Sequence[str], *, ci_prob: float = 0.94, **kw
     return az.summary(idata, var_names=list(var_names), **kwargs)
 
 
-def to_netcdf(idata: Any, path: str | os.PathLike) -> None:
-    """Write every group of ``idata`` to one netCDF-4 file (engine :data:`NETCDF_ENGINE`)."""
-    idata.to_netcdf(str(path), engine=NETCDF_ENGINE)
+def to_netcdf_bytes(idata: Any) -> bytes:
+    """Every group of ``idata`` as the bytes of one netCDF-4 file (engine :data:`NETCDF_ENGINE`).
+
+    The file is built in memory, so the caller writes it with a plain write
+    (:func:`bayescal._files.write_bytes`): a full disk is then an ordinary
+    ``OSError``, never libhdf5 failing half-way through the target file.
+    :func:`from_netcdf` reads it back on either ArviZ stack.
+    """
+    tree = idata if is_datatree(idata) else idata.to_datatree()
+    return bytes(tree.to_netcdf(None, engine=NETCDF_ENGINE))
 
 
 def from_netcdf(path: str | os.PathLike) -> Any:

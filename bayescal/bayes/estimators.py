@@ -34,7 +34,6 @@ import importlib.util
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,6 +85,7 @@ __all__ = [
     "ConvergenceError",
     "SamplingWarning",
     "pointwise_log_likelihood",
+    "posterior_model_id",
     "resolve_sampler",
 ]
 
@@ -187,6 +187,62 @@ def _per_draw(func, P: Array, Q: Array) -> tuple[Array, Array]:
     R1 = np.stack([o[0] for o in out]).reshape(*lead, *P.shape[-2:])
     R2 = np.stack([o[1] for o in out]).reshape(*lead, Q.shape[-1])
     return R1, R2
+
+
+#: Posterior variables every Bayesian calibrator stores and predicts with.
+_MAP_DRAWS = ("W", "b", "A", "c")
+
+
+def _update_digest(h: Any, arrays: dict[str, Any]) -> None:
+    """Feed named arrays to a hash: name, shape and little-endian float64 values, by name."""
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name], dtype="<f8")
+        h.update(f"{name}{a.shape}:".encode())
+        h.update(a.tobytes())
+
+
+def posterior_model_id(idata: Any) -> str:
+    """The model id of a Bayesian calibrator's posterior: a digest of all it stores.
+
+    SHA-256 (first 16 hex digits) of the ``bayescal_*`` attributes of the
+    posterior group (configuration, classes, prior, sampler; not the id
+    itself), the ``bayescal_*`` arrays of ``constant_data`` (the fit's
+    sufficient statistics and posterior mode) and every array of the
+    posterior group (the draws). A posterior whose draws were changed, even
+    all scaled alike, has another id, and is refused on load.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        ``idata_`` of a fitted Bayesian calibrator.
+
+    Returns
+    -------
+    str
+        16 hexadecimal digits.
+    """
+    post = _compat.group_dataset(idata, "posterior")
+    attrs = {k: str(v) for k, v in post.attrs.items()
+             if k.startswith("bayescal_") and k != "bayescal_model_id"}
+    h = hashlib.sha256(b"bayescal-posterior:")
+    h.update(json.dumps(attrs, sort_keys=True).encode())
+    const = _compat.group_dataset(idata, "constant_data")
+    _update_digest(h, {k: v.values for k, v in const.data_vars.items()
+                       if k.startswith("bayescal_")})
+    _update_digest(h, {k: v.values for k, v in post.data_vars.items()})
+    return h.hexdigest()[:16]
+
+
+def _check_draws(post: Any, names: tuple[str, ...]) -> None:
+    """Refuse a posterior group that lacks one of ``names`` or holds a non-finite draw of one."""
+    missing = sorted(set(names) - set(post.data_vars))
+    if missing:
+        raise ValueError(f"the posterior group lacks the variable(s) {missing}")
+    for name in dict.fromkeys(names):
+        values = np.asarray(post[name].values)
+        if values.dtype.kind not in "fiu" or not np.isfinite(values).all():
+            raise ValueError(f"variable {name!r} holds non-finite draws (NaN or infinity) or "
+                             f"is not numeric ({values.dtype})")
 
 
 class _BayesianFamilyBase(FamilyCalibratorMixin):
@@ -540,29 +596,19 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         }
         return {"class": type(self).__name__, "params": params}
 
-    def _model_id(self, config_json: str, stats: dict[str, Array]) -> str:
-        h = hashlib.sha256(config_json.encode())
-        for key in sorted(stats):
-            h.update(key.encode())
-            h.update(np.ascontiguousarray(stats[key], dtype=np.float64).tobytes())
-        return h.hexdigest()[:16]
-
     def _stamp(self) -> None:
+        """Record the configuration, the fit's fingerprint and the model id in ``idata_``."""
         from bayescal import __version__
 
-        config_json = json.dumps(self._config(), sort_keys=True)
-        classes_json = json.dumps(np.asarray(self.classes_).tolist())
         stats = self._stats | {"mode_W": self.coef_, "mode_b": self.intercept_}
         if hasattr(self, "eps_"):
             stats["eps"] = np.array(float(self.eps_))
         if hasattr(self, "tune_"):
             stats["tune"] = np.array(int(self.tune_))
-        self.model_id_ = self._model_id(config_json + classes_json, stats)
         attrs = {
-            "bayescal_config": config_json,
-            "bayescal_classes": classes_json,
+            "bayescal_config": json.dumps(self._config(), sort_keys=True),
+            "bayescal_classes": json.dumps(np.asarray(self.classes_).tolist()),
             "bayescal_version": __version__,
-            "bayescal_model_id": self.model_id_,
             "bayescal_prior": json.dumps(self.prior_.to_dict(), sort_keys=True),
             "bayescal_sampler": self.sampler_,
         }
@@ -578,74 +624,84 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             }
         )
         _compat.set_group(self.idata_, "constant_data", const)
+        self.model_id_ = posterior_model_id(self.idata_)
+        self.idata_.posterior.attrs["bayescal_model_id"] = self.model_id_
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the posterior and configuration to a netCDF file.
+    def _netcdf_bytes(self) -> bytes:
+        """The posterior file's content (netCDF-4), built in memory.
 
-        The file is written next to ``path`` and renamed into place, so an
-        interrupted save never leaves a half-written file at ``path``.
+        :func:`bayescal.model_files.save_model` writes it beside the JSON
+        model file; save a model with :meth:`save`.
         """
         check_is_fitted(self, "idata_")
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            _compat.to_netcdf(self.idata_, tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return path
+        return _compat.to_netcdf_bytes(self.idata_)
 
     @classmethod
-    def load(cls, path: str | os.PathLike):
-        """Read an estimator written by :meth:`save` (checks its model id)."""
+    def _read_posterior(cls, path: str | os.PathLike):
+        """The fitted estimator of a posterior file written by :meth:`_netcdf_bytes`.
+
+        The file is refused unless it holds finite draws of every variable
+        predictions use and its model id (:func:`posterior_model_id`) matches
+        its content. Load a model with :func:`bayescal.load`.
+
+        Raises
+        ------
+        ValueError
+            With a message that does not repeat ``path`` (the caller names
+            the model file and its posterior).
+        """
         idata = _compat.from_netcdf(path)
-        attrs = idata.posterior.attrs
+        attrs = dict(idata.posterior.attrs)
+        est = cls(**cls._stored_params(attrs))
+        _check_draws(_compat.group_dataset(idata, "posterior"),
+                     _MAP_DRAWS + tuple(est._diag_vars))
+        stored = attrs.get("bayescal_model_id")
+        if posterior_model_id(idata) != stored:
+            raise ValueError(f"its model id {stored!r} does not match its content (the "
+                             "configuration, the fit's statistics and the draws): the file was "
+                             "modified or is corrupt")
+        est._set_loaded_state(idata, attrs)
+        return est
+
+    @classmethod
+    def _stored_params(cls, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The constructor parameters recorded by :meth:`_stamp` (refusing another class's)."""
         if "bayescal_config" not in attrs:
-            raise ValueError(f"{path} was not written by {cls.__name__}.save (no bayescal_config)")
+            raise ValueError("it was not written by bayescal (no bayescal_config)")
         config = json.loads(attrs["bayescal_config"])
         if config["class"] != cls.__name__:
-            raise ValueError(
-                f"{path} holds a {config['class']}, not a {cls.__name__}; "
-                f"use {config['class']}.load"
-            )
-        params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in config["params"].items()}
-        est = cls(**params)
+            raise ValueError(f"it holds a {config['class']}, not a {cls.__name__}")
+        return {k: (tuple(v) if isinstance(v, list) else v) for k, v in config["params"].items()}
+
+    def _set_loaded_state(self, idata: Any, attrs: dict[str, Any]) -> None:
+        """The fitted attributes of a checked posterior file."""
         stats = {
             key.removeprefix("bayescal_"): idata.constant_data[key].values
             for key in idata.constant_data.data_vars
             if key.startswith("bayescal_")
         }
-        config_json = json.dumps(est._config(), sort_keys=True)
-        classes_json = attrs.get("bayescal_classes", "")
-        if est._model_id(config_json + classes_json, stats) != attrs.get("bayescal_model_id"):
-            raise ValueError(
-                f"{path}: model id mismatch (stored {attrs.get('bayescal_model_id')!r}); "
-                "the file was modified or is corrupt"
-            )
-        est.idata_ = idata
-        est.model_id_ = attrs["bayescal_model_id"]
-        est.coef_ = stats.pop("mode_W")
-        est.intercept_ = stats.pop("mode_b")
+        self.idata_ = idata
+        self.model_id_ = attrs["bayescal_model_id"]
+        self.coef_ = stats.pop("mode_W")
+        self.intercept_ = stats.pop("mode_b")
         if "eps" in stats:
-            est.eps_ = float(stats.pop("eps"))
+            self.eps_ = float(stats.pop("eps"))
         if "tune" in stats:
-            est.tune_ = int(stats.pop("tune"))
-        est._stats = stats
-        k = est.coef_.shape[0]
-        est.n_features_in_ = k
-        est.classes_ = np.asarray(json.loads(classes_json)) if classes_json else np.arange(k)
-        est.sampler_ = attrs.get("bayescal_sampler", resolve_sampler(est.sampler))
-        est.diagnostics_ = est._diagnose()
-        prior = json.loads(attrs["bayescal_prior"])
-        est.prior_ = _prior_from_dict(prior)
+            self.tune_ = int(stats.pop("tune"))
+        self._stats = stats
+        k = self.coef_.shape[0]
+        self.n_features_in_ = k
+        classes_json = attrs.get("bayescal_classes", "")
+        self.classes_ = np.asarray(json.loads(classes_json)) if classes_json else np.arange(k)
+        self.sampler_ = attrs.get("bayescal_sampler", resolve_sampler(self.sampler))
+        self.diagnostics_ = self._diagnose()
+        self.prior_ = _prior_from_dict(json.loads(attrs["bayescal_prior"]))
         if "bayescal_log_evidence" in attrs:
-            est.log_evidence_ = float(attrs["bayescal_log_evidence"])
-        est._restore()
-        return est
+            self.log_evidence_ = float(attrs["bayescal_log_evidence"])
+        self._restore()
 
     def _restore(self) -> None:
-        """Rebuild derived fitted attributes after :meth:`load`."""
+        """Rebuild derived fitted attributes after :meth:`_read_posterior`."""
 
 
 #: Priors of :class:`BayesianDirichletCalibrator`: the structured family
@@ -830,8 +886,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         (``"structured"``, ``"l2"``), ``nan`` otherwise (compare the other
         priors with :func:`bayescal.bayes.compare`).
     model_id_ : str
-        Hash of the configuration and the data's sufficient statistics;
-        checked by :meth:`load`.
+        Digest of the configuration, the data's sufficient statistics and
+        every posterior draw (:func:`posterior_model_id`); checked by
+        :func:`bayescal.load`.
 
     Examples
     --------

@@ -28,6 +28,8 @@ Features (``_feature_space``):
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -215,6 +217,47 @@ class CalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
                     f"fitted on {list(fitted)}"
                 )
         return np.asarray([f"proba_{c}" for c in self.classes_], dtype=object)
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Save the fitted calibrator as a model file; :func:`bayescal.load` reads it back.
+
+        The file is the JSON model file of ``bayescal fit``
+        (:func:`bayescal.model_files.save_model`): pure data, checked on load.
+        A Bayesian calibrator's posterior is written beside it as netCDF
+        (``model.nc`` for ``model.json``). Each file is written whole or not
+        at all.
+
+        Parameters
+        ----------
+        path : path-like
+            The model file; must end in ``.json``.
+        overwrite : bool, default=False
+            Replace existing files; otherwise an existing file is an error.
+
+        Returns
+        -------
+        Path
+            ``path``.
+
+        Raises
+        ------
+        ValueError
+            If the calibrator is not fitted or ``path`` does not end in ``.json``.
+        FileExistsError
+            If a file to write exists and ``overwrite`` is False.
+
+        Examples
+        --------
+        >>> import bayescal
+        >>> from bayescal import DirichletCalibrator, make_dirgen
+        >>> q, y, _, _ = make_dirgen(200, 3, rng=0)
+        >>> cal = DirichletCalibrator().fit(q, y)
+        >>> cal.save("calibrator.json")  # doctest: +SKIP
+        >>> bayescal.load("calibrator.json").predict_proba(q[:1])  # doctest: +SKIP
+        """
+        from bayescal.model_files import save_model
+
+        return save_model(self, path, overwrite=overwrite)
 
 
 def _sk_check_names(estimator: Any, scores: Any, *, reset: bool) -> None:

@@ -167,6 +167,13 @@ class TemperatureScaler(_LogitScaler):
         self.log_t_bounds = log_t_bounds
         self.classes = classes
 
+    def _check_params(self) -> tuple[int, float, float, float]:
+        """The validated ``max_iter``, ``tol`` and ``log_t_bounds`` (raises ValueError)."""
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        tol = check_nonnegative_float(self.tol, "tol", strict=True)
+        lo, hi = _check_log_t_bounds(self.log_t_bounds)
+        return max_iter, tol, lo, hi
+
     def fit(
         self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> TemperatureScaler:
@@ -186,9 +193,7 @@ class TemperatureScaler(_LogitScaler):
         self : TemperatureScaler
             The fitted scaler.
         """
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_nonnegative_float(self.tol, "tol", strict=True)
-        lo, hi = _check_log_t_bounds(self.log_t_bounds)
+        max_iter, tol, lo, hi = self._check_params()
         data = self._fit_data(scores, y, sample_weight)
         res = fit_multinomial(
             data.x, data.y, structure="scalar", max_iter=max_iter, tol=tol,
@@ -356,6 +361,20 @@ class VectorScaler(_LogitScaler):
         self.cv = cv
         self.classes = classes
 
+    def _check_params(self) -> tuple[int, float, str, Any, Any]:
+        """The validated ``max_iter``, ``tol``, ``reg``, ``reg_diag``, ``reg_mu`` (ValueError)."""
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        tol = check_nonnegative_float(self.tol, "tol", strict=True)
+        check_nonnegative_float(self.learning_rate, "learning_rate", strict=True)
+        reg = check_option(self.reg, "reg", ("structured", "none"))
+        diag = check_strength(self.reg_diag, "reg_diag", allow_none=True)
+        mu = check_strength(self.reg_mu, "reg_mu", allow_none=True)
+        if reg == "none" and (diag not in (None, "auto") or mu not in (None, "auto")):
+            raise ValueError(f"reg_diag and reg_mu are not used by reg='none'; got "
+                             f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
+        check_cv_param(self.cv, allow_none=True)
+        return max_iter, tol, reg, diag, mu
+
     def fit(
         self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> VectorScaler:
@@ -375,16 +394,7 @@ class VectorScaler(_LogitScaler):
         self : VectorScaler
             The fitted scaler.
         """
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_nonnegative_float(self.tol, "tol", strict=True)
-        check_nonnegative_float(self.learning_rate, "learning_rate", strict=True)
-        reg = check_option(self.reg, "reg", ("structured", "none"))
-        diag = check_strength(self.reg_diag, "reg_diag", allow_none=True)
-        mu = check_strength(self.reg_mu, "reg_mu", allow_none=True)
-        if reg == "none" and (diag not in (None, "auto") or mu not in (None, "auto")):
-            raise ValueError(f"reg_diag and reg_mu are not used by reg='none'; got "
-                             f"reg_diag={self.reg_diag!r}, reg_mu={self.reg_mu!r}")
-        check_cv_param(self.cv, allow_none=True)
+        max_iter, tol, reg, diag, mu = self._check_params()
         data = self._fit_data(scores, y, sample_weight)
         state: dict[str, Any] = {"reg_diag_": None, "reg_mu_": None, "temperature_": None}
         if reg == "none":

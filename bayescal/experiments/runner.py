@@ -352,6 +352,7 @@ def run_uci(
     if unknown:
         raise ValueError(f"unknown classifiers {unknown}; choose from {sorted(CLASSIFIERS)}")
     _check_config(cfg)
+    _check_data_dir(data_dir)
     plan = _plan(cfg.methods, method_table())
     out = Path(out)
     with _lock(out):
@@ -450,10 +451,18 @@ def uci_report(df: pd.DataFrame, methods: list[str]) -> str:
 _DIRICHLET_VARIANTS = ("dir_l2", "dir_odir", "dir_bayes", "dir_gen_map", "dir_gen")
 
 
+def _check_data_dir(data_dir: str | os.PathLike[str] | None) -> None:
+    """A data directory given must exist (never silently replaced by a download)."""
+    if data_dir is None:
+        return
+    path = Path(data_dir)
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise ValueError(f"data directory {path} {what}")
+
+
 def _dnn_files(data_dir: Path, models: tuple[str, ...] | None) -> list[Path]:
-    if not data_dir.is_dir():
-        what = "is not a directory" if data_dir.exists() else "does not exist"
-        raise ValueError(f"data directory {data_dir} {what}")
+    _check_data_dir(data_dir)
     files = sorted(data_dir.glob("*.npz"))
     if models is not None:
         by_stem = {p.stem: p for p in files}
