@@ -167,11 +167,11 @@ def _method_label(model: Any) -> str:
 
 
 def _describe_read(path: str, data: Any) -> str:
-    n, k = data.scores.shape
+    n, k = data.shape if hasattr(data, "shape") else data.scores.shape
     parts = [f"read {n} rows x {k} {data.kind} from {path}"]
     if data.header is not None:
         parts.append("header " + ",".join(data.header))
-    if data.label_source is not None and data.y is not None:
+    if data.label_source is not None and getattr(data, "y", None) is not None:
         parts.append(f"labels from {data.label_source}")
     parts.extend(data.notes)
     return "; ".join(parts)
@@ -221,7 +221,7 @@ def _load(path: str) -> Any:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from bayescal.score_files import check_output_probs, read_scores, write_scores
+    from bayescal.score_files import apply_scores
 
     out = Path(args.output)
     if out.suffix.lower() not in (".npz", ".csv"):
@@ -229,19 +229,25 @@ def _apply(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise CLIError(f"{out} already exists (use --force to replace it)")
     model = _load(args.model)
-    data = read_scores(args.scores, input=getattr(model, "input", "probs"),
-                       label_column=_label_column(args.label_column),
-                       n_classes=model.n_features_in_, header=args.header,
-                       classes=model.classes_, ignore_labels=True,
-                       column_names=getattr(model, "feature_names_in_", None))
-    try:
-        proba = model.predict_proba(data.scores)
-    except (ValueError, ArithmeticError) as exc:
-        raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
-    proba = check_output_probs(proba, n_rows=data.scores.shape[0], where=str(out))
-    write_scores(out, proba, overwrite=args.force)
-    print(_describe_read(args.scores, data))
-    print(f"wrote {out} ({proba.shape[0]} rows, row i calibrates row i of {args.scores})")
+
+    def predict(scores: Any) -> Any:
+        try:
+            return model.predict_proba(scores)
+        except (ValueError, ArithmeticError) as exc:
+            raise CLIError(f"{args.scores}: cannot apply {args.model}: {exc}") from None
+
+    # read, calibrated and written in chunks of rows (score_files.CHUNK_ROWS;
+    # BAYESCAL_CHUNK_ROWS overrides it, for tests): memory is bounded by a chunk
+    chunk_rows = os.environ.get("BAYESCAL_CHUNK_ROWS")
+    done = apply_scores(args.scores, out, predict, input=getattr(model, "input", "probs"),
+                        label_column=_label_column(args.label_column),
+                        n_classes=model.n_features_in_, header=args.header,
+                        classes=model.classes_,
+                        column_names=getattr(model, "feature_names_in_", None),
+                        overwrite=args.force,
+                        chunk_rows=int(chunk_rows) if chunk_rows else None)
+    print(_describe_read(args.scores, done))
+    print(f"wrote {out} ({done.shape[0]} rows, row i calibrates row i of {args.scores})")
     return 0
 
 

@@ -54,18 +54,23 @@ import re
 import warnings
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from bayescal._files import read_npy, write_bytes
+from bayescal._files import atomic_write, read_npy, write_bytes
 
 __all__ = [
+    "CHUNK_ROWS",
     "NA_TOKENS",
+    "AppliedScores",
     "ScoreData",
+    "apply_scores",
     "check_output_probs",
     "load_npz",
     "read_labels",
@@ -84,6 +89,8 @@ _INT_RE = re.compile(r"[+-]?\d+", re.ASCII)
 #: A number as bayescal reads it: plain ASCII decimal, no ``_``, no hex, no padding.
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NONFINITE_RE = re.compile(r"[+-]?(?:inf|infinity)", re.IGNORECASE)
+#: A row of such numbers joined by commas (a fast check of a whole row, same rule).
+_NUMBER_ROW_RE = re.compile(rf"{_NUMBER_RE.pattern}(?:,{_NUMBER_RE.pattern})*", re.ASCII)
 _P_RE = re.compile(r"p\d+", re.ASCII)
 
 
@@ -213,7 +220,16 @@ def _cell(field: str) -> tuple[str, float | None]:
     return "number", v
 
 
-def _is_numbered_header(first: list[str], rest: list[list[str]]) -> bool:
+#: Rows of a CSV: a function giving a fresh iterator over ``(stripped fields, line number)``
+#: each time it is called (a list in memory, or the file read again: one pass per call).
+_RowSource = Callable[[], Iterator[tuple[list[str], int]]]
+
+
+def _fields(rows: Iterable[tuple[list[str], int]]) -> Iterator[list[str]]:
+    return (r for r, _ in rows)
+
+
+def _is_numbered_header(first: list[str], rest: Iterable[list[str]]) -> bool:
     """Whether an all-number first line is the column numbers a DataFrame writes.
 
     ``pd.DataFrame(p).to_csv(index=False)`` writes ``0,1,...`` (or ``1,2,...``
@@ -230,7 +246,8 @@ def _is_numbered_header(first: list[str], rest: list[list[str]]) -> bool:
     return any(not _INT_RE.fullmatch(f) for row in rest for f in row)
 
 
-def _is_labelled_data_row(first: list[str], kinds: list[str], rest: list[list[str]]) -> bool:
+def _is_labelled_data_row(first: list[str], kinds: list[str], rest: Iterable[list[str]]
+                          ) -> bool:
     """Whether a first line with text is a data row with text labels.
 
     It is when its text lies only in columns that hold text on every line
@@ -238,8 +255,12 @@ def _is_labelled_data_row(first: list[str], kinds: list[str], rest: list[list[st
     numbers of a pandas header (``0,1,y`` above ``0.2,0.8,cat``).
     """
     text_cols = [j for j, k in enumerate(kinds) if k == "text"]
-    if not rest or not all(_cell(r[j])[0] == "text" for r in rest for j in text_cols
-                           if j < len(r)):
+    seen = False
+    for r in rest:
+        seen = True
+        if not all(_cell(r[j])[0] == "text" for j in text_cols if j < len(r)):
+            return False
+    if not seen:
         return False
     numbers = [f for f, k in zip(first, kinds, strict=True) if k == "number"]
     positions = [j for j, k in enumerate(kinds) if k == "number"]
@@ -247,9 +268,11 @@ def _is_labelled_data_row(first: list[str], kinds: list[str], rest: list[list[st
         [int(f) for f in numbers] in (positions, [j + 1 for j in positions])))
 
 
-def _is_header(path: Path, rows: list[list[str]]) -> bool:
-    """Whether the first CSV line is a header (see the module docstring); raises if ambiguous."""
-    first = rows[0]
+def _is_header(path: Path, first: list[str], rest: Callable[[], Iterable[list[str]]]) -> bool:
+    """Whether the first CSV line is a header (see the module docstring); raises if ambiguous.
+
+    ``rest()`` iterates over the lines after the first (read only when needed).
+    """
     kinds = [_cell(f)[0] for f in first]
     bad = [f for f, k in zip(first, kinds, strict=True) if k in ("missing", "nonfinite")]
     if bad == [""] and first[0] == "" and len(first) > 1 and (
@@ -261,8 +284,8 @@ def _is_header(path: Path, rows: list[list[str]]) -> bool:
     if "text" not in kinds:
         # numbers (a data row, or the column numbers pandas writes), or a data
         # row with missing cells (refused later)
-        return _is_numbered_header(first, rows[1:])
-    if not bad and _is_labelled_data_row(first, kinds, rows[1:]):
+        return _is_numbered_header(first, rest())
+    if not bad and _is_labelled_data_row(first, kinds, rest()):
         return False
     hint = "; pass --header (header=True) or --no-header (header=False) to say what it is"
     if bad:
@@ -280,28 +303,36 @@ def _is_header(path: Path, rows: list[list[str]]) -> bool:
     return True
 
 
-def _check_no_index_column(path: Path, rows: list[list[str]]) -> None:
+def _check_no_index_column(path: Path, width: int, rows: Iterable[list[str]]) -> None:
     """Refuse a first column holding the row numbers ``0..n-1`` above float cells.
 
     That is the index ``DataFrame.to_csv`` writes by default; read as scores
     it would add a class, so the file is refused rather than guessed at.
+    ``rows`` are the data rows, all ``width`` wide; the scan stops at the first
+    row whose first cell is not its row number.
     """
-    if len(rows[0]) < 2:
+    if width < 2:
         return
-    if any(r[0] != str(i) for i, r in enumerate(rows)):
-        return
-    if any("." in f or "e" in f.lower() for r in rows for f in r[1:]):
+    n, floats = 0, False
+    for i, r in enumerate(rows):
+        if r[0] != str(i):
+            return
+        n = i + 1
+        floats = floats or any("." in f or "e" in f.lower() for f in r[1:])
+    if floats:
         raise ValueError(
-            f"{path}: column 0 holds the row numbers 0..{len(rows) - 1} written as integers, "
+            f"{path}: column 0 holds the row numbers 0..{n - 1} written as integers, "
             "like the index pandas writes with to_csv(index=True); write the file with "
             "index=False (a score column of whole numbers must be written as floats, e.g. 0.0)"
         )
 
 
-def _read_rows(path: Path) -> tuple[list[list[str]], list[int]]:
-    """The non-blank lines of a CSV file as stripped fields, with their line numbers."""
-    rows: list[list[str]] = []
-    lines: list[int] = []
+def _iter_rows(path: Path) -> Iterator[tuple[list[str], int]]:
+    """The non-blank lines of a CSV file as stripped fields, with their line numbers.
+
+    The one line-level parser of bayescal: the whole-file reader and the
+    streaming reader of :func:`apply_scores` both read through it.
+    """
     reader = None
     try:
         # utf-8-sig drops a byte-order mark
@@ -310,8 +341,7 @@ def _read_rows(path: Path) -> tuple[list[list[str]], list[int]]:
             for r in reader:
                 if not r or (len(r) == 1 and not r[0].strip()):
                     continue  # a blank line holds no row
-                rows.append([f.strip() for f in r])
-                lines.append(reader.line_num)
+                yield [f.strip() for f in r], reader.line_num
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
                          ) from exc
@@ -320,34 +350,70 @@ def _read_rows(path: Path) -> tuple[list[list[str]], list[int]]:
         raise ValueError(f"{path}: malformed CSV{where}: {exc}") from None
     except OSError as exc:
         raise OSError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if not rows:
+
+
+@dataclass
+class _CSVShape:
+    """What one pass over a CSV tells: its first line, its number of rows, the first row of
+    another width (line, fields) and the header decision (``head``, None without one)."""
+
+    first: list[str]
+    n_rows: int
+    bad_width: tuple[int, int] | None
+    head: list[str] | None = None
+
+    @property
+    def n_data(self) -> int:
+        return self.n_rows - (self.head is not None)
+
+
+def _csv_shape(path: Path, header: bool | None, rows: _RowSource) -> _CSVShape:
+    """Read every row once (any unreadable line is refused first), then decide the header.
+
+    Checks, in this order: the header line (:func:`_is_header` unless
+    ``header`` says), duplicate names, no data rows, rows of another width,
+    and (without a header) an index column.
+    """
+    first: list[str] | None = None
+    n, bad_width = 0, None
+    for r, line in rows():
+        if first is None:
+            first = r
+        elif bad_width is None and len(r) != len(first):
+            bad_width = (line, len(r))
+        n += 1
+    if first is None:
         raise ValueError(f"{path}: CSV file is empty")
-    return rows, lines
+    shape = _CSVShape(first=first, n_rows=n, bad_width=bad_width)
+    if header is None:
+        header = _is_header(path, first, lambda: islice(_fields(rows()), 1, None))
+    if header:
+        shape.head = first
+        dup = sorted({h for h in first if first.count(h) > 1})
+        if dup:
+            raise ValueError(f"{path}: header has duplicate column names {dup}")
+    if shape.n_data == 0:
+        raise ValueError(f"{path}: CSV file has a header but no data rows")
+    if bad_width is not None:
+        raise ValueError(f"{path}: line {bad_width[0]} has {bad_width[1]} fields, expected "
+                         f"{len(first)}")
+    if shape.head is None:
+        _check_no_index_column(path, len(first), _fields(rows()))
+    return shape
 
 
 def _read_csv(path: Path, header: bool | None = None
               ) -> tuple[list[str] | None, list[list[str]], list[int]]:
     """Header (or None), the data rows (stripped fields) and their line numbers."""
     _check_file(path, "file")
-    rows, lines = _read_rows(path)
-    head = None
-    if header is None:
-        header = _is_header(path, rows)
-    if header:
-        head = rows[0]
-        rows, lines = rows[1:], lines[1:]
-        dup = sorted({h for h in head if head.count(h) > 1})
-        if dup:
-            raise ValueError(f"{path}: header has duplicate column names {dup}")
-    if not rows:
-        raise ValueError(f"{path}: CSV file has a header but no data rows")
-    width = len(head) if head is not None else len(rows[0])
-    for r, line in zip(rows, lines, strict=True):
-        if len(r) != width:
-            raise ValueError(f"{path}: line {line} has {len(r)} fields, expected {width}")
-    if head is None:
-        _check_no_index_column(path, rows)
-    return head, rows, lines
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    for r, line in _iter_rows(path):
+        rows.append(r)
+        lines.append(line)
+    shape = _csv_shape(path, header, lambda: zip(rows, lines, strict=True))
+    skip = int(shape.head is not None)
+    return shape.head, rows[skip:], lines[skip:]
 
 
 def _column_name(header: list[str] | None, c: int) -> str:
@@ -362,7 +428,19 @@ def _bad_cell(path: Path, kind: str, cell: str, line: int, column: str) -> Value
 
 def _csv_matrix(path: Path, rows: list[list[str]], lines: list[int], cols: list[int],
                 header: list[str] | None) -> NDArray[np.float64]:
-    """The numbers in columns ``cols``; any other cell is refused naming line and column."""
+    """The numbers in columns ``cols``; any other cell is refused naming line and column.
+
+    Rows whose cells are all numbers (one :data:`_NUMBER_ROW_RE` match per
+    row: the rule of :func:`_cell`) are converted at once; otherwise, or when
+    a value overflows, the cells are read one by one to name the first bad one.
+    """
+    picked = [[r[c] for c in cols] for r in rows]
+    if all(_NUMBER_ROW_RE.fullmatch(j) and j.count(",") == len(cols) - 1
+           for j in map(",".join, picked)):
+        out = np.array(picked, dtype=np.float64).reshape(len(rows), len(cols))
+        if np.isfinite(out).all():
+            return out
+    del picked
     out = np.empty((len(rows), len(cols)))
     for i, (r, line) in enumerate(zip(rows, lines, strict=True)):
         for j, c in enumerate(cols):
@@ -396,20 +474,26 @@ def _csv_labels(path: Path, rows: list[list[str]], lines: list[int], col: int,
     return np.array(cells, dtype=str)
 
 
-def _trailing_labels(rows: list[list[str]], classes: NDArray[Any] | None) -> bool:
+def _trailing_labels(rows: Callable[[], Iterable[list[str]]],
+                     classes: NDArray[Any] | None) -> bool:
     """Whether the last column of header-less rows holds labels: integers or class names."""
-    last = [r[-1] for r in rows]
-    if all(_INT_RE.fullmatch(f) for f in last):
+    if all(_INT_RE.fullmatch(r[-1]) for r in rows()):
         return True
-    return classes is not None and set(last) <= {str(c) for c in classes}
+    if classes is None:
+        return False
+    names = {str(c) for c in classes}
+    return all(r[-1] in names for r in rows())
 
 
-def _label_index(path: Path, header: list[str] | None, rows: list[list[str]],
+def _label_index(path: Path, header: list[str] | None, width: int,
+                 rows: Callable[[], Iterable[list[str]]],
                  label_column: str | int | None, need_labels: bool,
                  n_classes: int | None, classes: NDArray[Any] | None
                  ) -> tuple[int | None, bool]:
-    """The label column (or None) and whether it was guessed as the last column."""
-    width = len(rows[0])
+    """The label column (or None) and whether it was guessed as the last column.
+
+    ``rows()`` iterates over the data rows (read only to recognise trailing labels).
+    """
     if label_column is not None:
         if isinstance(label_column, str) and not _INT_RE.fullmatch(label_column.strip()):
             if header is None or label_column not in header:
@@ -591,18 +675,28 @@ class _RawCSV:
     notes: list[str]
 
 
-def _read_score_csv(path: Path, *, header: bool | None, label_column: str | int | None,
-                    need_labels: bool, ignore_labels: bool, n_classes: int | None,
-                    classes: NDArray[Any] | None) -> _RawCSV:
-    """Score cells (file order), score-column names and labels of a CSV score file."""
-    head, rows, lines = _read_csv(path, header)
+@dataclass
+class _CSVLayout:
+    """Which columns of a score CSV hold the scores and which the labels."""
+
+    cols: list[int]
+    label: int | None
+    label_source: str | None
+    notes: list[str]
+
+
+def _csv_layout(path: Path, head: list[str] | None, width: int,
+                rows: Callable[[], Iterable[list[str]]], *, header: bool | None,
+                label_column: str | int | None, need_labels: bool, ignore_labels: bool,
+                n_classes: int | None, classes: NDArray[Any] | None) -> _CSVLayout:
+    """The score and label columns of a score CSV (``rows()``: its data rows)."""
     notes = []
     if head is not None and header is None and _is_numbered(head):
         notes.append(f"line 1 ({','.join(head)}) read as a header: the column numbers "
                      "pandas writes (--no-header reads it as data)")
-    li, guessed = _label_index(path, head, rows, label_column, need_labels, n_classes,
+    li, guessed = _label_index(path, head, width, rows, label_column, need_labels, n_classes,
                                classes)
-    cols = [c for c in range(len(rows[0])) if c != li]
+    cols = [c for c in range(width) if c != li]
     if not cols:
         raise ValueError(f"{path}: no score columns besides the label column")
     if n_classes is not None and len(cols) != n_classes:
@@ -610,18 +704,30 @@ def _read_score_csv(path: Path, *, header: bool | None, label_column: str | int 
             f"{path}: {len(cols)} score columns but the model has {n_classes} classes; if a "
             "column holds labels, name it with --label-column"
         )
-    scores = _csv_matrix(path, rows, lines, cols, head)
-    y = source = None
+    source = None
     if li is not None:
         source = _column_name(head, li) + (" (the last column)" if guessed and head is None
                                            else "")
         if ignore_labels:
             notes.append(f"labels in {source} ignored")
-        else:
-            y = _csv_labels(path, rows, lines, li, head)
+    return _CSVLayout(cols=cols, label=li, label_source=source, notes=notes)
+
+
+def _read_score_csv(path: Path, *, header: bool | None, label_column: str | int | None,
+                    need_labels: bool, ignore_labels: bool, n_classes: int | None,
+                    classes: NDArray[Any] | None) -> _RawCSV:
+    """Score cells (file order), score-column names and labels of a CSV score file."""
+    head, rows, lines = _read_csv(path, header)
+    layout = _csv_layout(path, head, len(rows[0]), lambda: rows, header=header,
+                         label_column=label_column, need_labels=need_labels,
+                         ignore_labels=ignore_labels, n_classes=n_classes, classes=classes)
+    scores = _csv_matrix(path, rows, lines, layout.cols, head)
+    y = None
+    if layout.label is not None and not ignore_labels:
+        y = _csv_labels(path, rows, lines, layout.label, head)
     return _RawCSV(scores=scores,
-                   names=[head[c] for c in cols] if head else None,
-                   header=head, y=y, label_source=source, notes=notes)
+                   names=[head[c] for c in layout.cols] if head else None,
+                   header=head, y=y, label_source=layout.label_source, notes=layout.notes)
 
 
 def _read_arrays(path: Path, input: str | None) -> tuple[str | None, Any, Any]:
@@ -638,6 +744,22 @@ def _read_arrays(path: Path, input: str | None) -> tuple[str | None, Any, Any]:
     if input not in arrays:
         raise ValueError(f"{path}: no array named {input!r}; found arrays {sorted(names)}")
     return input, arrays[input], arrays.get("y")
+
+
+def _check_request(path: Path, input: str | None, label_column: str | int | None,
+                   header: bool | None) -> str:
+    """The checks of a score-file request before any reading; returns the file's suffix."""
+    from bayescal._validation import check_option
+
+    if input is not None:
+        check_option(input, "input", ("probs", "logits"))
+    _check_file(path, "score file")
+    suffix = path.suffix.lower()
+    if label_column is not None and suffix != ".csv":
+        raise ValueError(f"{path}: --label-column applies to .csv score files only")
+    if header is not None and suffix != ".csv":
+        raise ValueError(f"{path}: --header / --no-header apply to .csv score files only")
+    return suffix
 
 
 def read_scores(
@@ -704,17 +826,10 @@ def read_scores(
     FileNotFoundError, IsADirectoryError
         If a file does not exist, or is a directory.
     """
-    from bayescal._validation import check_option, check_scores
+    from bayescal._validation import check_scores
 
     path = Path(path)
-    if input is not None:
-        check_option(input, "input", ("probs", "logits"))
-    _check_file(path, "score file")
-    suffix = path.suffix.lower()
-    if label_column is not None and suffix != ".csv":
-        raise ValueError(f"{path}: --label-column applies to .csv score files only")
-    if header is not None and suffix != ".csv":
-        raise ValueError(f"{path}: --header / --no-header apply to .csv score files only")
+    suffix = _check_request(path, input, label_column, header)
     cls = None if classes is None else np.asarray(classes)
     raw = _RawCSV(scores=np.empty((0, 0)), names=None, header=None, y=None,
                   label_source=None, notes=[])
@@ -819,3 +934,249 @@ def write_scores(path: str | os.PathLike[str], proba: ArrayLike, *,
         np.savetxt(buf, proba, delimiter=",", fmt="%.17g")
         return write_bytes(path, buf.getvalue().encode(), overwrite=overwrite)
     raise ValueError(f"unsupported output file type {path.suffix!r} for {path} (use .npz or .csv)")
+
+
+# ---------------------------------------------------------------------------
+# apply: read, calibrate and write in chunks of rows
+# ---------------------------------------------------------------------------
+#: Rows read, calibrated and written at a time by :func:`apply_scores`.
+CHUNK_ROWS = 16384
+
+
+@dataclass
+class AppliedScores:
+    """What :func:`apply_scores` read and wrote.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(n, k)``: rows and score columns read (and rows written).
+    kind, header, label_source, notes
+        As in :class:`ScoreData`.
+    streamed : bool
+        Whether the rows were read, calibrated and written chunk by chunk
+        (else the file was read whole).
+    """
+
+    shape: tuple[int, int]
+    kind: str
+    header: list[str] | None
+    label_source: str | None
+    notes: list[str]
+    streamed: bool
+
+
+class _WholeFile(Exception):  # noqa: N818 (a signal, not an error)
+    """The chunked reader cannot decide alone; read the file whole, as :func:`read_scores`."""
+
+
+def _chunk_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """Row ranges of at most ``size`` (at least 2) rows covering ``0..n``, none of 1 row
+    unless ``n`` is 1 (a one-row matrix product may round differently from a larger one)."""
+    size = max(2, size)
+    starts = list(range(0, n, size))
+    if len(starts) > 1 and n - starts[-1] == 1:
+        starts.pop()
+    return list(zip(starts, [*starts[1:], n], strict=True))
+
+
+def _csv_chunks(path: Path, header: bool | None, label_column: str | int | None,
+                n_classes: int | None, cls: NDArray[Any] | None, size: int
+                ) -> tuple[tuple[int, int], list[str] | None, list[str] | None, _CSVLayout,
+                           Callable[[], Iterator[NDArray[np.float64]]]]:
+    """Shape, header, score-column names, layout and chunk iterator of a score CSV.
+
+    The file is read once through to find its shape and any unreadable line
+    (:func:`_csv_shape`), as :func:`_read_csv` does; the chunks then read it
+    again, holding ``size`` rows at a time.
+    """
+    def rows() -> Iterator[tuple[list[str], int]]:
+        return _iter_rows(path)
+
+    shape = _csv_shape(path, header, rows)
+    head = shape.head
+    skip = int(head is not None)
+
+    def data_rows() -> Iterator[tuple[list[str], int]]:
+        return islice(rows(), skip, None)
+
+    layout = _csv_layout(path, head, len(shape.first), lambda: _fields(data_rows()),
+                         header=header, label_column=label_column, need_labels=False,
+                         ignore_labels=True, n_classes=n_classes, classes=cls)
+    n = shape.n_data
+
+    def chunks() -> Iterator[NDArray[np.float64]]:
+        it = data_rows()
+        for a, b in _chunk_bounds(n, size):
+            pairs = list(islice(it, b - a))
+            yield _csv_matrix(path, [r for r, _ in pairs], [line for _, line in pairs],
+                              layout.cols, head)
+
+    names = [head[c] for c in layout.cols] if head else None
+    return (n, len(layout.cols)), head, names, layout, chunks
+
+
+def _npy_chunks(path: Path, size: int
+                ) -> tuple[tuple[int, int], Callable[[], Iterator[NDArray[Any]]]]:
+    """Shape and chunk iterator of a float ``.npy`` of shape (n, k), memory-mapped.
+
+    Anything :func:`bayescal._files.read_npy` could refuse, or that is not a
+    2-D float array, raises :class:`_WholeFile` (the whole-file reader then
+    says why, as before).
+    """
+    from numpy.lib import format as npy
+
+    if _magic(path) != _NPY_MAGIC:
+        raise _WholeFile
+    try:
+        with open(path, "rb") as f:
+            if npy.read_magic(f) not in ((1, 0), (2, 0)):
+                raise _WholeFile
+        mm = np.load(path, mmap_mode="r", allow_pickle=False)
+    except _WholeFile:
+        raise
+    except Exception as exc:
+        raise _WholeFile from exc
+    if (not isinstance(mm, np.memmap) or mm.ndim != 2 or mm.dtype.kind != "f"
+            or mm.shape[0] < 1 or mm.offset + mm.nbytes != path.stat().st_size):
+        raise _WholeFile
+
+    def chunks() -> Iterator[NDArray[Any]]:
+        for a, b in _chunk_bounds(mm.shape[0], size):
+            yield np.array(mm[a:b])  # a copy, in the file's memory order
+
+    return (int(mm.shape[0]), int(mm.shape[1])), chunks
+
+
+def _apply_chunked(path: Path, out: Path, predict: Callable[[NDArray[np.float64]], Any], *,
+                   size: int, overwrite: bool, input: str | None,
+                   label_column: str | int | None, n_classes: int | None,
+                   header: bool | None, classes: ArrayLike | None,
+                   column_names: ArrayLike | None) -> AppliedScores:
+    """:func:`apply_scores` chunk by chunk; raises :class:`_WholeFile` where it cannot
+    tell alone what the whole-file path would do."""
+    from bayescal._validation import ROW_SUM_ATOL, check_scores
+
+    suffix = _check_request(path, input, label_column, header)
+    parent = out.parent if str(out.parent) else Path(".")
+    if suffix not in (".csv", ".npy") or out.suffix.lower() not in (".csv", ".npz") or (
+            out.is_dir() or not parent.is_dir() or (out.exists() and not overwrite)):
+        raise _WholeFile  # reported by the whole-file path, in its order
+    kind = input or "probs"
+    cls = None if classes is None else np.asarray(classes)
+    head = names = None
+    notes: list[str] = []
+    label_source = None
+    if suffix == ".csv":
+        shape, head, names, layout, chunks = _csv_chunks(path, header, label_column,
+                                                         n_classes, cls, size)
+        notes, label_source = list(layout.notes), layout.label_source
+    else:
+        shape, chunks = _npy_chunks(path, size)
+    order = None
+    if names is not None:
+        known = None if column_names is None else [str(c) for c in np.asarray(column_names)]
+        try:
+            order, note = _column_order(path, names, cls, known)
+        except ValueError as exc:  # refused after every cell is read
+            raise _WholeFile from exc
+        if note:
+            notes.append(note)
+
+    def calibrate(raw: NDArray[Any]) -> NDArray[np.float64]:
+        try:
+            scores = check_scores(raw, kind=kind, name=f"scores in {path}", n_classes=n_classes)
+            if kind == "probs" and raw.dtype == np.float64 and (
+                    np.abs(scores.sum(axis=1) - 1.0) > ROW_SUM_ATOL["float64"]).any():
+                raise _WholeFile  # the tolerance depends on the precision of the whole file
+            if order is not None:
+                scores = scores[:, order]
+            return check_output_probs(predict(scores), n_rows=scores.shape[0], where=str(out))
+        except _WholeFile:
+            raise
+        except Exception as exc:  # noqa: BLE001 (reported by the whole-file path)
+            raise _WholeFile from exc
+
+    if out.suffix.lower() == ".csv":
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                for i, raw in enumerate(chunks()):
+                    proba = calibrate(raw)
+                    if i == 0:
+                        fh.write((",".join(f"p{j}" for j in range(proba.shape[1])) + "\n"
+                                  ).encode())
+                    np.savetxt(fh, proba, delimiter=",", fmt="%.17g")
+
+        atomic_write(out, write, overwrite=overwrite)
+    else:  # an .npz is written whole: its zip member needs the array's size first
+        write_scores(out, np.concatenate([calibrate(raw) for raw in chunks()]),
+                     overwrite=overwrite)
+    return AppliedScores(shape=shape, kind=kind, header=head, label_source=label_source,
+                         notes=notes, streamed=True)
+
+
+def apply_scores(
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    predict: Callable[[NDArray[np.float64]], Any],
+    *,
+    input: str | None = None,
+    label_column: str | int | None = None,
+    n_classes: int | None = None,
+    header: bool | None = None,
+    classes: ArrayLike | None = None,
+    column_names: ArrayLike | None = None,
+    overwrite: bool = False,
+    chunk_rows: int | None = None,
+) -> AppliedScores:
+    """Calibrate a score file into ``out`` (``bayescal apply``), in chunks of rows.
+
+    Equivalent to :func:`read_scores` (with ``ignore_labels=True``), then
+    ``predict``, :func:`check_output_probs` and :func:`write_scores`: the same
+    files are read or refused with the same message, and the same bytes are
+    written. A ``.csv`` or float ``.npy`` score file is read ``chunk_rows``
+    rows at a time (default :data:`CHUNK_ROWS`; an ``.npy`` is memory-mapped),
+    each chunk checked, calibrated, checked again and written into the
+    temporary output file, which is renamed into place at the end or removed
+    on any error. A ``.csv`` output holds one chunk at a time; an ``.npz``
+    output is assembled in memory.
+
+    The file is read whole instead (as before) when it is an ``.npz``, and
+    when a decision needs the whole file: a check of the scores, of the
+    column names or of the output fails (the message then comes from the
+    whole-file reader, in its order), or probability rows sum to 1 only
+    within float32 / float16 precision (the tolerance depends on the whole
+    file's precision).
+
+    Parameters
+    ----------
+    path, out : path-like
+        The score file and the output (``.npz`` or ``.csv``).
+    predict : callable
+        Maps scores (m, k) in class order to probabilities (m, k); rows are
+        calibrated independently.
+    input, label_column, n_classes, header, classes, column_names
+        As in :func:`read_scores`.
+    overwrite : bool, default=False
+        Replace an existing ``out``.
+    chunk_rows : int, optional
+        Rows per chunk (at least 2).
+
+    Returns
+    -------
+    AppliedScores
+    """
+    path, out = Path(path), Path(out)
+    size = CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
+    options: dict[str, Any] = dict(input=input, label_column=label_column, n_classes=n_classes,
+                                   header=header, classes=classes, column_names=column_names)
+    try:
+        return _apply_chunked(path, out, predict, size=size, overwrite=overwrite, **options)
+    except _WholeFile:
+        pass
+    data = read_scores(path, ignore_labels=True, **options)
+    n = data.scores.shape[0]
+    proba = check_output_probs(predict(data.scores), n_rows=n, where=str(out))
+    write_scores(out, proba, overwrite=overwrite)
+    return AppliedScores(shape=(n, data.scores.shape[1]), kind=data.kind, header=data.header,
+                         label_source=data.label_source, notes=data.notes, streamed=False)
