@@ -70,9 +70,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
       is not fitted: the map is the diagonal one (per-class scale and bias,
       centred on temperature scaling, chosen the same way) and
       ``reg_lambda_`` is ``inf``. Choosing ``k (k - 1)`` off-diagonal weights
-      costs ``O(n k^2)`` per pass over some fifty fits (measured: about 11 CPU s
-      at ``k = 100``, ``n = 5000``, against 49 s for the diagonal map at
-      ``k = 1000``, ``n = 25000``; docs/benchmarks.md, "Scale"); a fixed
+      costs ``O(n k^2)`` per pass over some fifty fits (measured on one thread:
+      9-20 CPU s at ``k = 100``, ``n = 5000``, against 51 s for the diagonal
+      map at ``k = 1000``, ``n = 25000``; docs/benchmarks.md, "Scale"); a fixed
       ``reg_lambda`` still fits it at any ``k``;
     * ``reg="odir"`` (the paper's): :math:`\frac{\lambda}{k(k-1)}\sum_{i\ne j}
       W_{ij}^2 + \frac{\mu}{k}\sum_j b_j^2` (off-diagonal and intercept
@@ -80,8 +80,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     * ``reg="l2"`` (the paper's): :math:`\frac{\lambda}{k(k+1)}(\sum_{ij}(W_{ij}-C_{ij})^2 +
       \sum_j b_j^2)` with ``C = 0`` or ``I`` (``center``). With ``"auto"``
       strengths the paper's penalties search a grid (36 points for ODIR, 11
-      for L2) over ``cv`` folds, every point a full-``W`` fit: minutes at
-      ``k = 100``, ``n = 5000`` and out of reach at ``k = 1000`` (each pass
+      for L2) over ``cv`` folds, every point a full-``W`` fit: 95 CPU s (L2)
+      and 197 s (ODIR) at ``k = 100``, ``n = 5000``, and out of reach at
+      ``k = 1000`` (each pass
       over ``n = 25000`` rows is two ``n x k x k`` products, seconds; the
       grid needs thousands); use the default there;
     * ``reg="none"``: the plain maximum-likelihood fit.
