@@ -566,7 +566,8 @@ class _Problem:
         ``O(k^4)`` inversions are redone. Beyond :data:`BLOCK_PRECOND_MAX_K`
         classes each block is Kronecker-factored (:meth:`kron_factors`: ``c_a
         G`` plus the penalty's typical precision), built in ``O(n k^2)`` and
-        applied in ``O(k^3)``. The other structures use the Hessian diagonal.
+        applied in ``O(k^3)``. A diagonal ``W`` uses its exact 2 x 2 blocks
+        (:meth:`_diagonal_block_preconditioner`), the scalar one its 1 x 1 Hessian.
         """
         k = self.k
         if self.structure == "full" and k <= BLOCK_PRECOND_MAX_K:
@@ -612,10 +613,8 @@ class _Problem:
             return kron
         if self.structure == "diagonal":
             return self._diagonal_block_preconditioner(st)
-        M = self.hess_diag(st)
-        floor = 1e-12 * M.max() if M.max() > 0 else 1.0
-        M = np.where(floor < M, M, floor)
-        return lambda r: r / M
+        h = max(float(self.hess_dense(st)[0, 0]), 1e-300)  # scalar: the 1 x 1 Hessian itself
+        return lambda r: r / h
 
     def _diagonal_block_preconditioner(self, st: _State) -> Any:
         """Diagonal ``W``: the exact 2 x 2 Hessian block of each ``(W_aa, b_a)``, inverted.
@@ -720,18 +719,6 @@ class _Problem:
         if self.structure == "full":
             return np.concatenate([values[:, :k].ravel(), values[:, k]])
         return np.concatenate([values[:, 0], values[:, 1]])
-
-    def hess_diag(self, st: _State) -> Array:
-        """Diagonal of the Hessian (Jacobi preconditioner)."""
-        S = st.P * (1.0 - st.P) * self.sw[:, None]
-        x = self.x
-        if self.structure == "full":
-            d = np.concatenate([(S.T @ (x * x)).ravel(), S.sum(axis=0)])
-        elif self.structure == "diagonal":
-            d = np.concatenate([np.einsum("na,na->a", S, x * x), S.sum(axis=0)])
-        else:
-            d = np.array([self.hess_dense(st)[0, 0] - self.pen_diag[0]])
-        return d + self.pen_diag
 
     def hess_dense(self, st: _State) -> Array:
         """The exact Hessian, assembled in row chunks without ``n x k x k`` arrays."""

@@ -78,28 +78,9 @@ def _fitter(method: str, k: int) -> Any:
             return cal.transform
         return fit_netcal
     if method == "sklearn-ts":
-        from sklearn.base import BaseEstimator, ClassifierMixin
-        from sklearn.calibration import CalibratedClassifierCV
-        from sklearn.frozen import FrozenEstimator
+        from bench_quality import _sklearn  # the quality benchmark's frozen pass-through
 
-        class Identity(ClassifierMixin, BaseEstimator):
-            """A fitted 'classifier' whose probabilities are its input."""
-
-            def fit(self, X: Any, y: Any) -> Identity:
-                self.classes_ = np.arange(k)
-                return self
-
-            def predict_proba(self, X: Any) -> Any:
-                return np.asarray(X)
-
-            def predict(self, X: Any) -> Any:
-                return np.asarray(X).argmax(axis=1)
-
-        def fit_sklearn(q: np.ndarray, y: np.ndarray) -> Any:
-            ident = Identity().fit(q, y)
-            cal = CalibratedClassifierCV(FrozenEstimator(ident), method="temperature")
-            return cal.fit(q, y).predict_proba
-        return fit_sklearn
+        return _sklearn("temperature")
     from bayescal.calibrators.registry import make_calibrator
 
     def fit_bayescal(q: np.ndarray, y: np.ndarray) -> Any:
