@@ -32,6 +32,9 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup -rs
 # bayescal.bayes._backend links PyTensor 2 to the OpenBLAS inside SciPy's wheel.
 PYTENSOR_CACHE ?= $(HOME)/.cache/bayescal/pytensor
 export PYTENSOR_FLAGS ?= base_compiledir=$(PYTENSOR_CACHE)
+# JAX's persistent cache of the compiled sampler's programs (bayescal.bayes.compiled),
+# in the same folder so that PYTENSOR_CACHE=$$(mktemp -d) makes every cache cold.
+export BAYESCAL_JAX_CACHE ?= $(PYTENSOR_CACHE)/jax
 
 # The extras fast (nutpie, numpyro) and dask are installed here, so their tests
 # must run: a missing one fails instead of being skipped (tests/_extras.py).

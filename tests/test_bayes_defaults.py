@@ -224,11 +224,13 @@ def _failing_first(mod, monkeypatch, **failure):
     (clear the list before the next fit).
     """
     used = []
-    real_sample, real_diagnose = mod.sample_model, mod.diagnose
+    real_diagnose = mod.diagnose
 
-    def sample(*args, **kwargs):
-        used.append((kwargs["target_accept"], kwargs["draws"]))
-        return real_sample(*args, **kwargs)
+    def recording(real):
+        def sample(*args, **kwargs):
+            used.append((kwargs["target_accept"], kwargs["draws"]))
+            return real(*args, **kwargs)
+        return sample
 
     def diagnose(*args, **kwargs):
         d = real_diagnose(*args, **kwargs)
@@ -236,7 +238,9 @@ def _failing_first(mod, monkeypatch, **failure):
             d.update(failure, passed=False, problems=[f"made to fail: {failure}"])
         return d
 
-    monkeypatch.setattr(mod, "sample_model", sample)
+    # the PyMC samplers and the compiled one (sampler="jax", the default here)
+    monkeypatch.setattr(mod, "sample_model", recording(mod.sample_model))
+    monkeypatch.setattr(mod, "sample_compiled", recording(mod.sample_compiled))
     monkeypatch.setattr(mod, "diagnose", diagnose)
     return used
 

@@ -256,6 +256,9 @@ def sample_model(
                 cores=_cores(chains),
                 random_seed=seed,
                 nuts_sampler="pymc",  # PyMC 6 would pick nutpie when installed
+                # forking a process that runs JAX's threads (the compiled sampler) can
+                # deadlock: start the chains' processes from a fork server instead
+                mp_ctx="forkserver" if "jax" in sys.modules and chains > 1 else None,
                 init="jitter+adapt_diag",
                 target_accept=target_accept,
                 progressbar=progressbar,

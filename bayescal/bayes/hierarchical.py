@@ -326,19 +326,29 @@ class LinearPart:
         """``J^T F J`` for a symmetric ``F`` of shape (k^2 + k, k^2 + k), using the blocks."""
         xp, k = self.xp, self.k
         K = k * k
+        # JAX contracts with einsum (batched matrix products); PyTensor's graph keeps
+        # the broadcast products it was first compiled with
+        einsum = getattr(xp, "__name__", "").startswith("jax")
         if self.Jb is not None:
             F4 = F[:K, :K].reshape((k, k, k, k))          # [j, i, j', i']
             # T[i, p, j', i'] = sum_j Jb[i, j, p] F4[j, i, j', i']
-            T = (self.Jb.transpose(0, 2, 1)[:, :, :, None, None]
-                 * F4.transpose(1, 0, 2, 3)[:, None, :, :, :]).sum(axis=2)
             # G[i, p, i', p'] = sum_j' T[i, p, j', i'] Jb[i', j', p']
-            G = (T[:, :, :, :, None] * self.Jb.transpose(1, 0, 2)[None, None, :, :, :]).sum(
-                axis=2)
+            if einsum:
+                G = xp.einsum("ipab,bac->ipbc", xp.einsum("ijp,jiab->ipab", self.Jb, F4),
+                              self.Jb)
+            else:
+                T = (self.Jb.transpose(0, 2, 1)[:, :, :, None, None]
+                     * F4.transpose(1, 0, 2, 3)[:, None, :, :, :]).sum(axis=2)
+                G = (T[:, :, :, :, None]
+                     * self.Jb.transpose(1, 0, 2)[None, None, :, :, :]).sum(axis=2)
             WW = G.reshape((self.n_w, self.n_w))
             if self.Jbb is not None:
                 F3 = F[:K, K:].reshape((k, k, k))                 # [j, i, j']
-                Tb = (self.Jb.transpose(0, 2, 1)[:, :, :, None]
-                      * F3.transpose(1, 0, 2)[:, None, :, :]).sum(axis=2)   # [i, p, j']
+                if einsum:
+                    Tb = xp.einsum("ijp,jia->ipa", self.Jb, F3)
+                else:
+                    Tb = (self.Jb.transpose(0, 2, 1)[:, :, :, None]
+                          * F3.transpose(1, 0, 2)[:, None, :, :]).sum(axis=2)   # [i, p, j']
                 Wb = xp.dot(Tb.reshape((self.n_w, k)), self.Jbb)
                 bb = xp.dot(self.Jbb.T, xp.dot(F[K:, K:], self.Jbb))
                 return xp.concatenate([xp.concatenate([WW, Wb], axis=1),

@@ -395,7 +395,7 @@ CENTRED_RATIO_FLOOR = 0.5
 
 
 def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
-                      conditional: Any):
+                      conditional: Any, *, log_posterior: Any = None):
     r"""A :class:`~bayescal.bayes.models.CentredWhitening` when the data dominate, else ``None``.
 
     At the non-centred mode ``theta`` the conditional precision of the map's
@@ -417,6 +417,10 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
        conditional variance by more than a factor 2,
        :math:`\min r \ge e^{2\delta} - 2`: the funnel that centring risks
        is then mild and the posterior close to Gaussian.
+
+    ``log_posterior`` builds the compiled log posterior (default
+    :func:`bayescal.bayes.models.structured_log_posterior`, PyTensor;
+    :func:`bayescal.bayes.compiled.log_posterior`, JAX, for the compiled sampler).
     """
     from bayescal.bayes.hierarchical import group_scales, linear_part, to_centred
     from bayescal.bayes.models import CentredWhitening, structured_log_posterior
@@ -431,7 +435,8 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
     ratio = np.linalg.eigvalsh(lin.gram(np.asarray(conditional.fisher))).min()
     if not ratio >= CENTRED_RATIO_FLOOR:
         return None
-    loc, H, _ = _maximise(structured_log_posterior(x, y, prior, centred=True),
+    log_posterior = log_posterior or structured_log_posterior
+    loc, H, _ = _maximise(log_posterior(x, y, prior, centred=True),
                           to_centred(theta, prior, k))
     try:
         C = np.linalg.cholesky(H)

@@ -89,16 +89,61 @@ def structured_model_key(prior: StructuredPrior, k: int,
     return ("structured", prior, int(k), type(whiten).__name__)
 
 
-def _loglik(W, b, x, counts, sums):
-    """Symbolic DirLin log likelihood: class sums for the linear term, one logsumexp per row.
+def _loglik(W, b, x, counts, sums, *, xp=None, logsumexp=None, weights=None):
+    """DirLin log likelihood: class sums for the linear term, one logsumexp per row.
 
     ``x``, ``counts`` and ``sums`` (:class:`bayescal.dirichlet.SufficientStatistics`)
-    are symbolic inputs or NumPy arrays.
+    are symbolic inputs or arrays of the array module ``xp`` (default
+    ``pytensor.tensor``, whose ``logsumexp`` is used unless one is given).
+    ``weights`` (shape (n,), optional) weighs each row's ``logsumexp``: the
+    compiled sampler pads ``x`` with rows of weight 0 (:mod:`bayescal.bayes.compiled`).
     """
-    import pytensor.tensor as pt
+    if xp is None:
+        import pytensor.tensor as xp
+    lse = (logsumexp or xp.logsumexp)(xp.dot(x, W.T) + b, axis=1)
+    rows = xp.sum(lse) if weights is None else xp.dot(weights, lse)
+    return xp.sum(W * sums) + xp.dot(b, counts) - rows
 
-    logits = pt.dot(x, W.T) + b
-    return pt.sum(W * sums) + pt.dot(b, counts) - pt.sum(pt.logsumexp(logits, axis=1))
+
+def conditional_theta(eta, xi, whiten, prior: StructuredPrior, k: int, xp, linalg):
+    r"""``theta`` and the log Jacobian of the conditional coordinates ``(eta, xi)``.
+
+    The change of variables of :class:`ConditionalWhitening`:
+    :math:`w = P^{-1} J^\top (g + F (r^* - r_0)) + L^{-\top}\xi` with
+    :math:`P = I + J^\top F J = L L^\top`, log Jacobian :math:`-\sum\ln L_{ii}`.
+    Written once for both back ends: ``xp`` is ``pytensor.tensor`` or
+    ``jax.numpy`` and ``linalg`` provides ``cholesky(P)`` (lower factor) and
+    ``solve_triangular(L, b, lower)``; ``whiten`` maps ``fisher``, ``grad``
+    and ``r_star`` to arrays of that back end.
+
+    Parameters
+    ----------
+    eta : array of shape (n_hyper,)
+        The hyperparameters ``(u_s, ln tau...)`` themselves (not offset).
+    xi : array of shape (n_params - n_hyper,) or None
+        The whitened coefficients (``None`` when the prior has none).
+
+    Returns
+    -------
+    theta : array of shape (n_params,)
+    log_jacobian : scalar
+    """
+    dim = n_params(prior, k)
+    n_hyper = 1 + sum(prior.sampled)
+    if dim == n_hyper:
+        return eta, 0.0
+    s = xp.exp(prior.log_scale(eta[0]))
+    lin = linear_part(s, group_scales(xp.concatenate([eta, xp.zeros(dim - n_hyper)]),
+                                      prior, k, xp), prior, k, xp)
+    F = whiten["fisher"]
+    P = xp.eye(dim - n_hyper) + lin.gram(F)
+    L = linalg.cholesky(P)
+    r0 = xp.concatenate([(s * np.eye(k)).reshape((k * k,)), xp.zeros(k)])
+    rhs = lin.rmatvec(whiten["grad"] + xp.dot(F, whiten["r_star"] - r0))
+    # w = P^-1 rhs + L^-T xi (cho_solve has no gradient in PyTensor 2)
+    half = linalg.solve_triangular(L, rhs, lower=True)
+    w = linalg.solve_triangular(L.T, half + xi, lower=False)
+    return xp.concatenate([eta, w]), -xp.sum(xp.log(xp.diagonal(L)))
 
 
 def structured_log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, *,
@@ -146,6 +191,22 @@ def _structured_logp_fn(prior: StructuredPrior, k: int, centred: bool):
     _, W, b = to_map(theta, prior, k, pt)
     total = density(theta, prior, k, pt) + _loglik(W, b, x, counts, sums)
     return pytensor.function([theta, x, counts, sums], [total, pt.grad(total, theta)])
+
+
+class _PytensorLinalg:
+    """PyTensor's ``cholesky`` and ``solve_triangular`` as :func:`conditional_theta` calls them."""
+
+    @staticmethod
+    def cholesky(P):
+        from pytensor.tensor import linalg
+
+        return linalg.cholesky(P, lower=True)
+
+    @staticmethod
+    def solve_triangular(L, b, lower):
+        from pytensor.tensor import linalg
+
+        return linalg.solve_triangular(L, b, lower=lower)
 
 
 @dataclass(frozen=True)
@@ -252,7 +313,6 @@ def structured_model(
     """
     pm = import_pymc()
     import pytensor.tensor as pt
-    from pytensor.tensor import linalg
 
     x = np.asarray(x, dtype=np.float64)
     k = x.shape[1]
@@ -281,23 +341,8 @@ def structured_model(
             w_in = _data(pm, hyper_loc=whiten.hyper_loc, fisher=whiten.fisher,
                          grad=whiten.grad, r_star=whiten.r_star)
             eta = w_in["hyper_loc"] + pm.Flat("eta", dims="hyper")
-            s = pt.exp(prior.log_scale(eta[0]))
-            lin = linear_part(s, group_scales(pt.concatenate([eta, pt.zeros(dim - n_hyper)]),
-                                              prior, k, pt), prior, k, pt)
-            parts = [eta]
-            if dim > n_hyper:
-                xi = pm.Flat("xi", dims="coef")
-                F = w_in["fisher"]
-                P = pt.eye(dim - n_hyper) + lin.gram(F)
-                L = linalg.cholesky(P, lower=True)
-                r0 = pt.concatenate([(s * np.eye(k)).reshape((k * k,)), pt.zeros(k)])
-                rhs = lin.rmatvec(w_in["grad"] + pt.dot(F, w_in["r_star"] - r0))
-                # w = P^-1 rhs + L^-T xi (cho_solve has no gradient in PyTensor 2)
-                half = linalg.solve_triangular(L, rhs, lower=True)
-                w = linalg.solve_triangular(L.T, half + xi, lower=False)
-                parts.append(w)
-                jac = -pt.sum(pt.log(pt.diagonal(L)))
-            theta = pt.concatenate(parts) if len(parts) > 1 else parts[0]
+            xi = pm.Flat("xi", dims="coef") if dim > n_hyper else None
+            theta, jac = conditional_theta(eta, xi, w_in, prior, k, pt, _PytensorLinalg)
             s, W, b = structured_map(theta, prior, k, pt)
         tau = pt.stack([pt.as_tensor(t, dtype="float64")
                         for t in group_scales(theta, prior, k, pt)])

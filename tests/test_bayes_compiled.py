@@ -1,0 +1,158 @@
+"""The compiled sampler (``sampler="jax"``): its density is the PyMC model's, exactly.
+
+The JAX log density is built from the same functions as the PyMC model
+(:mod:`bayescal.bayes.hierarchical`, ``conditional_theta``, ``_loglik``), so
+it must equal PyTensor's value and gradient to rounding, with the rows padded
+to the program's bucket. The posterior it samples is compared with the
+conditional / centred agreement test of test_bayes_defaults.py and the seeded
+SBC there (both now run the compiled sampler, the default), and here with
+PyMC's own NUTS on one data set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests._extras import import_extra
+
+import_extra("numpyro", "fast")
+import_extra("jax", "fast")
+
+from bayescal import make_dirgen  # noqa: E402
+from bayescal.bayes import (  # noqa: E402
+    BayesianDirichletCalibrator,
+    BayesianGenerativeCalibrator,
+    _compat,
+    compiled,
+)
+from bayescal.bayes.estimators import resolve_sampler  # noqa: E402
+from bayescal.bayes.hierarchical import StructuredPrior, n_params, to_centred  # noqa: E402
+from bayescal.bayes.laplace import conditional_whitening  # noqa: E402
+from bayescal.bayes.models import (  # noqa: E402
+    CentredWhitening,
+    structured_log_posterior,
+    structured_model,
+)
+from bayescal.maps import log_features  # noqa: E402
+
+K = 3
+PRIORS = [StructuredPrior(), StructuredPrior(kind="fixed", tau=(0.5, 2.0, 1.0)),
+          StructuredPrior(kind="temperature"),
+          StructuredPrior(tau_scale=(0.5, 0.5, 2.0), log_scale_mean=-0.3)]
+
+
+@pytest.fixture(scope="module")
+def data():
+    q, y, _, _ = make_dirgen(70, K, rng=5)  # 70 rows: padded to the bucket of 96
+    return log_features(q), y
+
+
+def test_row_bucket_is_a_short_ladder():
+    sizes = [compiled.row_bucket(n) for n in range(1, 5000)]
+    assert all(b >= n for n, b in zip(range(1, 5000), sizes, strict=True))
+    assert all(b <= max(64, 1.5 * n) for n, b in zip(range(1, 5000), sizes, strict=True))
+    assert np.all(np.diff(sizes) >= 0)
+    assert sorted(set(sizes))[:6] == [64, 96, 128, 192, 256, 384]
+
+
+@pytest.mark.parametrize(("prior", "centred"), [
+    (p, c) for p in PRIORS for c in (False, True) if all(p.present) or not c])
+def test_jax_log_posterior_equals_pytensor(prior, centred, data):
+    """Value and gradient in the non-centred and (every group free) centred ``theta``."""
+    x, y = data
+    rng = np.random.default_rng(0)
+    jx = compiled.log_posterior(x, y, prior, centred=centred)
+    pt = structured_log_posterior(x, y, prior, centred=centred)
+    for _ in range(4):
+        theta = 0.5 * rng.standard_normal(n_params(prior, K))
+        (v1, g1), (v2, g2) = jx(theta), pt(theta)
+        assert v1 == pytest.approx(v2, rel=1e-12, abs=1e-10)
+        np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-10)
+
+
+def test_sampled_coordinates_equal_the_pymc_model(data):
+    """Conditional and centred coordinates: the JAX density is the PyMC model's logp."""
+    from bayescal.bayes.laplace import structured_mode
+
+    x, y = data
+    prior = StructuredPrior()
+    dim = n_params(prior, K)
+    theta, L, _ = structured_mode(compiled.log_posterior(x, y, prior), np.zeros(dim))
+    cond = conditional_whitening(theta, x, y, prior)
+    centred = CentredWhitening(loc=to_centred(theta, prior, K), chol=0.3 * np.eye(dim))
+    rng = np.random.default_rng(1)
+    pad = compiled._data(x, y, compiled.row_bucket(x.shape[0]))
+    assert pad["x"].shape[0] == 96 and pad["weights"].sum() == x.shape[0]
+    for whiten, kind in ((cond, "conditional"), (centred, "centred")):
+        model = structured_model(x, y, prior, whiten=whiten)
+        logp = model.compile_logp()
+        args = pad | ({"loc": centred.loc, "chol": centred.chol} if kind == "centred" else
+                      {"hyper_loc": cond.hyper_loc, "fisher": cond.fisher, "grad": cond.grad,
+                       "r_star": cond.r_star})
+        f = compiled._map_and_density(kind, prior, K)
+        for _ in range(3):
+            v = rng.uniform(-0.5, 0.5, dim)
+            point = {"z": v} if kind == "centred" else {"eta": v[:4], "xi": v[4:]}
+            assert float(f(v, args)[0]) == pytest.approx(float(logp(point)), rel=1e-12), kind
+
+
+def test_auto_resolves_to_the_compiled_sampler_for_structured_priors():
+    assert resolve_sampler("auto", compiled=True) == "jax"
+    assert resolve_sampler("auto") in ("nutpie", "pymc")
+    assert resolve_sampler("pymc", compiled=True) == "pymc"
+    with pytest.raises(ValueError, match=r"sampler='jax'.*prior='odir' has none"):
+        BayesianDirichletCalibrator(prior="odir", sampler="jax").fit(
+            np.full((4, 3), 1 / 3), [0, 1, 2, 0])
+    with pytest.raises(ValueError, match=r"sampler='jax'.*BayesianGenerativeCalibrator"):
+        BayesianGenerativeCalibrator(sampler="jax").fit(np.full((4, 3), 1 / 3), [0, 1, 2, 0])
+
+
+SHORT = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False, "on_failure": "warn",
+         "retry_draws": None, "retry_target_accept": None}
+
+
+@pytest.mark.filterwarnings("ignore::bayescal.bayes.SamplingWarning")  # short runs
+def test_seeded_fits_repeat_and_reuse_one_program(data):
+    """The same seed gives the same draws; a new data set of the bucket compiles nothing."""
+    q = make_dirgen(90, K, rng=6)[0]
+    y = make_dirgen(90, K, rng=6)[1]
+    a = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
+    assert a.sampler_ == "jax"
+    misses = compiled._program.cache_info().misses
+    b = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
+    np.testing.assert_array_equal(a.posterior_draws("W"), b.posterior_draws("W"))
+    q2, y2, _, _ = make_dirgen(80, K, rng=7)  # another data set in the same bucket
+    c = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q2, y2)
+    assert compiled._program.cache_info().misses == misses
+    assert c.posterior_draws("W").shape == (600, K, K)
+    stats = _compat.group_dataset(c.idata_, "sample_stats")
+    assert {"diverging", "n_steps", "tree_depth", "step_size", "energy", "lp"} <= set(stats)
+    assert stats["diverging"].shape == (2, 300)
+
+
+@pytest.mark.slow
+def test_compiled_posterior_matches_pymc_nuts():
+    """sampler="jax" and PyMC's NUTS sample one posterior (k = 3, n = 150).
+
+    Means within 5 Monte Carlo standard errors of each other and sds within 5
+    of their relative errors, for ``s``, ``tau`` and the column-centred ``W``.
+    """
+    q, y, _, _ = make_dirgen(150, K, rng=8)
+    kw = {"draws": 1000, "tune": 500, "chains": 4, "progressbar": False, "random_seed": 4}
+    fits = [BayesianDirichletCalibrator(sampler=s, **kw).fit(q, y) for s in ("jax", "pymc")]
+    for est in fits:
+        assert est.diagnostics_["passed"], est.diagnostics_
+    for name in ("s", "tau", "W"):
+        a, b = (np.asarray(e.idata_.posterior[name].values) for e in fits)
+        ess = [np.asarray(_compat.ess(e.idata_, [name], method="bulk")[name]) for e in fits]
+        ess_sd = [np.asarray(_compat.ess(e.idata_, [name], method="sd")[name]) for e in fits]
+        a, b = a.reshape(-1, *a.shape[2:]), b.reshape(-1, *b.shape[2:])
+        if name == "W":
+            a, b = a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True)
+            ess, ess_sd = ([np.full(a.shape[1:], e.min()) for e in v] for v in (ess, ess_sd))
+        sd = np.sqrt(0.5 * (a.var(axis=0) + b.var(axis=0)))
+        z = np.abs(a.mean(axis=0) - b.mean(axis=0)) / (sd * np.sqrt(1 / ess[0] + 1 / ess[1]))
+        assert np.all(z <= 5.0), (name, z)
+        rel = np.sqrt(0.5 / ess_sd[0] + 0.5 / ess_sd[1])
+        assert np.all(np.abs(a.std(axis=0) / b.std(axis=0) - 1.0) / rel <= 5.0), name
