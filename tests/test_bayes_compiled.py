@@ -139,7 +139,7 @@ def test_compiled_posterior_matches_pymc_nuts():
     of their relative errors, for ``s``, ``tau`` and the column-centred ``W``.
     """
     q, y, _, _ = make_dirgen(150, K, rng=8)
-    kw = {"draws": 1000, "tune": 500, "chains": 4, "progressbar": False, "random_seed": 4}
+    kw = {"draws": 1000, "tune": 500, "chains": 2, "progressbar": False, "random_seed": 4}
     fits = [BayesianDirichletCalibrator(sampler=s, **kw).fit(q, y) for s in ("jax", "pymc")]
     for est in fits:
         assert est.diagnostics_["passed"], est.diagnostics_

@@ -374,13 +374,11 @@ def test_seeded_small_sbc():
     sampler once in a thousand runs, and a grossly biased posterior (rank
     p = 1e-33 was measured for the Laplace sampler at the old ODIR default)
     fails it; the central 90 % intervals must hold the truth in 80-98 % of
-    the 120 (replication, quantity) pairs. Forty replications, with nutpie
-    compiled once by numba and reused for every data set (2-7 s a fit);
+    the 120 (replication, quantity) pairs. Forty replications with the
+    default (compiled) sampler, one program reused for every data set;
     benchmarks/bench_bayes.py runs the 200-replication check.
     """
     from scipy.special import log_softmax
-
-    from bayescal.bayes import config_context
 
     n, reps, keep = 30, 40, 99
     q = make_dirgen(n, K, rng=12345)[0]
@@ -396,27 +394,26 @@ def test_seeded_small_sbc():
         return {"log_s": np.log(s), "loglik": ll[:, np.arange(n), y].sum(axis=1),
                 "p0": p0[:, 0, 0]}
 
-    with config_context(nutpie_backend="numba"):
-        for r in range(reps):
-            rng = np.random.default_rng([2024, r])
-            theta = draw_prior(prior, K, 1, rng)
-            s, W, b = maps_of(theta, prior, K)
-            p = np.exp(log_softmax(x @ W[0].T + b[0], axis=1))
-            y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, K - 1)
-            est = BayesianDirichletCalibrator(classes=list(range(K)), random_seed=r,
-                                              progressbar=False, on_failure="warn", eps=EPS)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SamplingWarning)  # judged by the ranks
-                est.fit(q, y)
-            post = est.idata_.posterior
-            draws = quantities(post["s"].values.ravel(), post["W"].values.reshape(-1, K, K),
-                               post["b"].values.reshape(-1, K), y)
-            truth = quantities(s, W, b, y)
-            idx = np.linspace(0, draws["log_s"].size - 1, keep).round().astype(int)
-            for name, d in draws.items():
-                ranks[name].append(int(np.sum(d[idx] < truth[name][0])))
-                lo, hi = np.quantile(d, [0.05, 0.95])
-                inside.append(bool(lo <= truth[name][0] <= hi))
+    for r in range(reps):
+        rng = np.random.default_rng([2024, r])
+        theta = draw_prior(prior, K, 1, rng)
+        s, W, b = maps_of(theta, prior, K)
+        p = np.exp(log_softmax(x @ W[0].T + b[0], axis=1))
+        y = (p.cumsum(1) < rng.random((n, 1))).sum(1).clip(0, K - 1)
+        est = BayesianDirichletCalibrator(classes=list(range(K)), random_seed=r,
+                                          progressbar=False, on_failure="warn", eps=EPS)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SamplingWarning)  # judged by the ranks
+            est.fit(q, y)
+        post = est.idata_.posterior
+        draws = quantities(post["s"].values.ravel(), post["W"].values.reshape(-1, K, K),
+                           post["b"].values.reshape(-1, K), y)
+        truth = quantities(s, W, b, y)
+        idx = np.linspace(0, draws["log_s"].size - 1, keep).round().astype(int)
+        for name, d in draws.items():
+            ranks[name].append(int(np.sum(d[idx] < truth[name][0])))
+            lo, hi = np.quantile(d, [0.05, 0.95])
+            inside.append(bool(lo <= truth[name][0] <= hi))
     for name, rk in ranks.items():
         counts = np.bincount(np.asarray(rk) * 4 // (keep + 1), minlength=4)
         assert chisquare(counts).pvalue > 1e-3, (name, counts)
