@@ -566,7 +566,7 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
             row["bayes_seconds"] = round(dt, 2)
             row["backend"] = _backend()
             row["bayes_mean"] = _log_loss(d, est.predict_proba(d["p_test"]))
-            row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="map"))
+            row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="mode"))
             diag = est.diagnostics_
             row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
                                                  "passed")})

@@ -356,7 +356,7 @@ def test_structured_penalty_prior_mode_is_the_map_default(data):
         est = BayesianDirichletCalibrator(prior="structured", reg_lambda=lam, reg_diag=diag,
                                           reg_mu=mu, sampler="laplace", draws=10,
                                           chains=1).fit(q, y)
-        gap = np.max(np.abs(est.predict_proba(qt, kind="map") - ref.predict_proba(qt)))
+        gap = np.max(np.abs(est.predict_proba(qt, kind="mode") - ref.predict_proba(qt)))
         kw = (lam, diag, mu)
         assert gap <= 1e-5, (kw, gap)
 

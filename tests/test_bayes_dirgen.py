@@ -107,7 +107,7 @@ def test_predictions_sum_to_one_and_intervals(nuts_fit, data):
 def test_mode_map_is_plugin_dirgen(nuts_fit, data):
     q = data[0][:50]
     np.testing.assert_allclose(
-        nuts_fit.predict_proba(q, kind="map"),
+        nuts_fit.predict_proba(q, kind="mode"),
         dirgen_map(q, nuts_fit.alpha_mode_, nuts_fit.pi_mode_),
         atol=1e-10,
     )
@@ -128,7 +128,7 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
     assert loaded.tune_ == nuts_fit.tune_ == 500
     np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
     np.testing.assert_allclose(
-        loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
+        loaded.predict_proba(q, kind="mode"), nuts_fit.predict_proba(q, kind="mode"), atol=1e-12
     )
     assert loaded.idata_.posterior.attrs["bayescal_version"]
     np.testing.assert_allclose(loaded.alpha_mode_, nuts_fit.alpha_mode_, rtol=1e-12)
@@ -163,7 +163,7 @@ def test_relabelling_permutes_predictions(data):
     b = BayesianGenerativeCalibrator(**kw).fit(q[:, perm], inv[y])
     qt = q[:300]
     np.testing.assert_allclose(
-        b.predict_proba(qt[:, perm], kind="map"), a.predict_proba(qt, kind="map")[:, perm],
+        b.predict_proba(qt[:, perm], kind="mode"), a.predict_proba(qt, kind="mode")[:, perm],
         atol=1e-8,
     )
     # posterior means differ only by Monte Carlo error (different draws)

@@ -91,7 +91,7 @@ def test_pymc_model_mode_equals_dirichlet_calibrator(prior, center, reg_mu, data
         prior=prior, reg_lambda=LAM, reg_mu=reg_mu, center=center, sampler="laplace", draws=10,
         chains=1,
     ).fit(q, y)
-    assert np.max(np.abs(est.predict_proba(qt, kind="map") - ref.predict_proba(qt))) <= 1e-5
+    assert np.max(np.abs(est.predict_proba(qt, kind="mode") - ref.predict_proba(qt))) <= 1e-5
 
 
 def test_nuts_diagnostics_and_summary(nuts_fit):
@@ -118,7 +118,7 @@ def test_laplace_sd_close_to_nuts(nuts_fit, laplace_fit):
 def test_nuts_mode_and_laplace_mode_agree(nuts_fit, laplace_fit, data):
     q = data[0][:100]
     np.testing.assert_allclose(
-        nuts_fit.predict_proba(q, kind="map"), laplace_fit.predict_proba(q, kind="map"),
+        nuts_fit.predict_proba(q, kind="mode"), laplace_fit.predict_proba(q, kind="mode"),
         atol=1e-12,
     )
     # posterior means agree within Monte Carlo error
@@ -138,7 +138,7 @@ def test_posterior_average_sums_to_one_and_approaches_map():
         ).fit(q, y)
         p = est.predict_proba(qt)
         np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
-        gaps.append(np.mean(np.abs(p - est.predict_proba(qt, kind="map"))))
+        gaps.append(np.mean(np.abs(p - est.predict_proba(qt, kind="mode"))))
     assert gaps[0] > gaps[1] > gaps[2]
     assert gaps[2] < 0.01, gaps
 
@@ -170,7 +170,7 @@ def test_save_load_round_trip(nuts_fit, data, tmp_path):
     assert loaded.tune_ == nuts_fit.tune_ == 300
     np.testing.assert_allclose(loaded.predict_proba(q), nuts_fit.predict_proba(q), atol=1e-12)
     np.testing.assert_allclose(
-        loaded.predict_proba(q, kind="map"), nuts_fit.predict_proba(q, kind="map"), atol=1e-12
+        loaded.predict_proba(q, kind="mode"), nuts_fit.predict_proba(q, kind="mode"), atol=1e-12
     )
     assert json.dumps(loaded.prior_.to_dict()) == json.dumps(nuts_fit.prior_.to_dict())
     np.testing.assert_array_equal(loaded.prior_.sd_W, nuts_fit.prior_.sd_W)  # inf on the diagonal
@@ -190,7 +190,7 @@ def test_relabelling_permutes_predictions(data):
     b = BayesianDirichletCalibrator(**kw).fit(q[:, perm], inv[y])
     qt = q[:300]
     np.testing.assert_allclose(
-        b.predict_proba(qt[:, perm], kind="map"), a.predict_proba(qt, kind="map")[:, perm],
+        b.predict_proba(qt[:, perm], kind="mode"), a.predict_proba(qt, kind="mode")[:, perm],
         atol=1e-7,
     )
     np.testing.assert_allclose(
@@ -322,7 +322,7 @@ def test_auto_floor_is_the_map_default_floor(tmp_path):
     assert est.eps_ == floor
     z = np.log(np.maximum(q, floor)) @ est.coef_.T + est.intercept_
     expected = np.exp(z - logsumexp(z, axis=1, keepdims=True))
-    np.testing.assert_allclose(est.predict_proba(q, kind="map"), expected, atol=1e-12)
+    np.testing.assert_allclose(est.predict_proba(q, kind="mode"), expected, atol=1e-12)
     back = bayescal.load(est.save(tmp_path / "auto.json"))
     assert back.eps_ == floor
     np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)
@@ -354,3 +354,17 @@ def test_tau_scale_per_group(tmp_path):
     back = bayescal.load(est.save(tmp_path / "tau.json"))
     assert back.prior_ == prior
     np.testing.assert_allclose(back.predict_proba(q), est.predict_proba(q), atol=1e-12)
+
+
+def test_mode_is_spelled_mode_and_map_warns(laplace_fit, data):
+    """``kind="mode"`` is the posterior mode; the old ``"map"`` warns and gives the same."""
+    q = data[0][:20]
+    mode = laplace_fit.predict_proba(q, kind="mode")
+    from bayescal.calibrators._base import FamilyCalibratorMixin
+
+    np.testing.assert_array_equal(mode, FamilyCalibratorMixin.predict_proba(laplace_fit, q))
+    with pytest.warns(FutureWarning, match=r"posterior mode, not DirichletCalibrator's MAP.*kind='mode'"):
+        old = laplace_fit.predict_proba(q, kind="map")
+    np.testing.assert_array_equal(old, mode)
+    with pytest.raises(ValueError, match="kind"):
+        laplace_fit.predict_proba(q, kind="median")

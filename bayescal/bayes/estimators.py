@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -549,19 +550,31 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         Parameters
         ----------
         scores : array-like of shape (n_samples, n_classes)
-        kind : {"mean", "map"}, default="mean"
+        kind : {"mean", "mode"}, default="mean"
             ``"mean"``: the posterior-averaged map
-            :math:`\frac1S\sum_s \mathrm{softmax}(W_s x + b_s)`;
-            ``"map"``: the map at the posterior mode (``coef_``, ``intercept_``).
+            :math:`\frac1S\sum_s \mathrm{softmax}(W_s x + b_s)`, the
+            prediction to use; ``"mode"``: the single map at the posterior mode
+            of the model's own coordinates (``coef_``, ``intercept_``). The mode
+            is not :class:`~bayescal.DirichletCalibrator`'s MAP default: with
+            the hierarchical prior it is taken jointly with the scales, which
+            pulls it towards temperature scaling at small ``n``, and it ignores
+            the posterior's spread, which the mean averages over. ``"map"`` is
+            the former name of ``"mode"`` (deprecated: it reads as the MAP
+            default, which it is not).
 
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
             Rows sum to one.
         """
-        check_option(kind, "kind", ("mean", "map"))
+        check_option(kind, "kind", ("mean", "mode", "map"))
         check_is_fitted(self, "idata_")
         if kind == "map":
+            warnings.warn("predict_proba(kind='map') is the posterior mode, not "
+                          "DirichletCalibrator's MAP default; it is now spelled kind='mode' "
+                          "('map' will be removed)", FutureWarning, stacklevel=2)
+            kind = "mode"
+        if kind == "mode":
             return super().predict_proba(scores)
         x = self._features(scores)
         total = np.zeros_like(x)
