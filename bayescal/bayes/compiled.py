@@ -34,6 +34,16 @@ The mode and the Laplace whitening use the same JAX density
 
 JAX runs in 64-bit precision here: :func:`import_jax` turns on
 ``jax_enable_x64`` for the process (as PyMC's JAX samplers do).
+
+Devices and seeds
+-----------------
+When bayescal is the first to import JAX it asks for one CPU device per core
+(``--xla_force_host_platform_device_count``), and the chains are shared out
+among them; when JAX was imported before, there is one device and the chains
+run one after the other. A seed gives the same draws for the same number of
+devices; the two layouts compile different programs, whose rounding differs,
+so their draws differ (within Monte Carlo error: at k = 3, n = 200 the
+posterior mean of ``s`` was 0.5626 with one device and 0.5647 with two).
 """
 
 from __future__ import annotations
