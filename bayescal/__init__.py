@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 #: ``--help`` / ``--version``) costs no scikit-learn, SciPy, PyMC or ArviZ.
 _EXPORTS: dict[str, str] = {
     "EPS": "bayescal._validation",
+    "SparseClassWarning": "bayescal._validation",
     "CalibratedClassifier": "bayescal.calibrated",
     **dict.fromkeys(
         ("BetaCalibrator", "BinningCalibrator", "DirichletCalibrator",
@@ -65,7 +66,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysis sees the eager imports
-    from bayescal._validation import EPS
+    from bayescal._validation import EPS, SparseClassWarning
     from bayescal.bayes import BayesianDirichletCalibrator, BayesianGenerativeCalibrator
     from bayescal.calibrated import CalibratedClassifier
     from bayescal.calibrators import (
@@ -122,6 +123,7 @@ __all__ = [
     "MatrixScaler",
     "QuadraticPenalty",
     "SigmoidCalibrator",
+    "SparseClassWarning",
     "TemperatureScaler",
     "VectorScaler",
     "__version__",

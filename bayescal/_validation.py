@@ -434,6 +434,64 @@ def check_classes(classes: ArrayLike, *, n_classes: int) -> NDArray[Any]:
     return arr
 
 
+#: A class with fewer calibration rows than this draws a :class:`SparseClassWarning`.
+MIN_CLASS_ROWS: int = 5
+
+
+class SparseClassWarning(UserWarning):
+    """A class is absent from the calibration labels or has very few rows there.
+
+    Raised by every estimator's ``fit`` (:func:`warn_sparse_classes`): what the
+    map does to such a class rests on its penalty or prior rather than on
+    data, so a class that is absent at calibration but frequent at test time
+    receives far too little probability.
+    """
+
+
+def _caller_stacklevel() -> int:
+    """``stacklevel`` of the first frame outside bayescal, seen from the caller's ``warn``."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_sparse_classes(counts: ArrayLike, classes: ArrayLike, *, owner: str) -> None:
+    """Warn (:class:`SparseClassWarning`) when a class has < :data:`MIN_CLASS_ROWS` rows.
+
+    The warning points at the user's call (the first frame outside bayescal).
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_classes,)
+        Calibration rows of each class (``np.bincount`` of the column codes).
+    classes : array-like of shape (n_classes,)
+        The label of each column, used to name the sparse classes.
+    owner : str
+        Who fits (the estimator's class name), for the message.
+    """
+    classes = np.asarray(classes)
+    counts = np.asarray(counts)
+    sparse = np.flatnonzero(counts < MIN_CLASS_ROWS)
+    if sparse.size == 0:
+        return
+    shown = ", ".join(f"class {classes[j]} has {counts[j]:g}" for j in sparse[:8])
+    if sparse.size > 8:
+        shown += ", ..."
+    absent = int(np.count_nonzero(counts[sparse] == 0))
+    warnings.warn(
+        f"{owner}: {sparse.size} of {classes.shape[0]} classes have fewer than "
+        f"{MIN_CLASS_ROWS} calibration rows, {absent} of them none ({shown}). "
+        "Their calibrated probabilities rest on the penalty or prior, not on data: a class "
+        "rare or absent here but common at test time gets far too little probability. "
+        "Calibrate on a set that holds every class (e.g. a stratified split).",
+        SparseClassWarning, stacklevel=_caller_stacklevel())
+
+
 def encode_labels(
     y: ArrayLike, *, n_samples: int, n_classes: int, classes: ArrayLike | None = None
 ) -> tuple[NDArray[Any], NDArray[np.intp]]:

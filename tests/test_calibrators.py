@@ -30,6 +30,10 @@ from bayescal._validation import encode_labels
 from bayescal.calibrators.dirichlet import L2_GRID, ODIR_GRID
 from bayescal.optimize import fit_multinomial, make_penalty, multinomial_log_loss
 
+# scikit-learn's checks and the small cross-validation folds here have classes with
+# fewer than five rows on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::bayescal._validation.SparseClassWarning")
+
 ESTIMATORS = {
     "dirichlet": lambda: DirichletCalibrator(reg="odir", reg_lambda=1e-2, reg_mu=1e-2),
     "matrix": lambda: MatrixScaler(reg="odir", reg_lambda=1e-2, reg_mu=1e-2, input="probs"),

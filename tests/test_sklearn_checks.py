@@ -31,6 +31,10 @@ from bayescal import (
 )
 from bayescal.calibrators.ovr import OneVsRestCalibratorMixin
 
+# scikit-learn's checks and the small cross-validation folds here have classes with
+# fewer than five rows on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::bayescal._validation.SparseClassWarning")
+
 ESTIMATORS = [
     DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, input="logits"),
     DirichletCalibrator(reg="l2", reg_mu=None, cv=2, ensemble=True, input="logits"),

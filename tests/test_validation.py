@@ -133,3 +133,55 @@ def test_import_does_not_import_pymc():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _sparse_labels():
+    """k = 4, n = 60: class 3 absent, class 2 with 2 rows, classes 0 and 1 plentiful."""
+    from bayescal import make_dirgen
+
+    q, y, _, _ = make_dirgen(60, 4, rng=0)
+    y = np.where(y >= 2, 0, y)
+    y[:2] = 2
+    return q, y
+
+
+@pytest.mark.parametrize("name", ["DirichletCalibrator", "TemperatureScaler", "VectorScaler",
+                                  "SigmoidCalibrator", "GenerativeDirichletCalibrator"])
+def test_sparse_class_warns_every_estimator(name):
+    import bayescal
+    from bayescal import SparseClassWarning
+
+    q, y = _sparse_labels()
+    with pytest.warns(SparseClassWarning, match=(
+            rf"{name}: 2 of 4 classes have fewer than 5 calibration rows, 1 of them none "
+            r"\(class 2 has 2, class 3 has 0\)")) as seen:
+        getattr(bayescal, name)().fit(q, y)
+    assert seen[0].filename == __file__  # points at the caller's fit
+
+
+def test_sparse_class_warns_bayesian_before_sampling():
+    from bayescal import SparseClassWarning
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    q, y = _sparse_labels()
+    est = BayesianDirichletCalibrator(prior="temperature", sampler="laplace", draws=10,
+                                      chains=1, random_seed=0)
+    with pytest.warns(SparseClassWarning, match="BayesianDirichletCalibrator: 2 of 4"):
+        est.fit(q, y)
+
+
+def test_no_sparse_class_warning_and_bad_input_raises_first():
+    import warnings
+
+    from bayescal import DirichletCalibrator, SparseClassWarning, make_dirgen
+
+    q, y, _, _ = make_dirgen(200, 3, rng=0)
+    assert np.bincount(y).min() >= 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseClassWarning)
+        DirichletCalibrator().fit(q, y)
+    qs, ys = _sparse_labels()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseClassWarning)
+        with pytest.raises(ValueError, match="sample_weight"):  # the error, not the warning
+            DirichletCalibrator().fit(qs, ys, sample_weight=-np.ones(len(ys)))

@@ -45,6 +45,7 @@ from bayescal._validation import (
     check_sample_weight,
     check_scores,
     encode_labels,
+    warn_sparse_classes,
 )
 from bayescal.maps import (
     dirlin_from_features,
@@ -130,6 +131,7 @@ class CalibratorMixin(ClassifierMixin, TransformerMixin, BaseEstimator):
         n, k = x.shape
         classes, codes = self._encode_labels(y, n_samples=n, n_classes=k)
         sw = check_sample_weight(sample_weight, n_samples=n)
+        warn_sparse_classes(np.bincount(codes, minlength=k), classes, owner=type(self).__name__)
         return FitData(scores, x, codes, sw, classes)
 
     def _set_fit_data(self, data: FitData) -> None:

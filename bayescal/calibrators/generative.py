@@ -33,6 +33,7 @@ from bayescal._validation import (
     check_sample_weight,
     check_scores,
     encode_labels,
+    warn_sparse_classes,
 )
 from bayescal.calibrators._base import FamilyCalibratorMixin, check_input_params
 from bayescal.dirichlet import (
@@ -358,6 +359,8 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
                        else (None, None))
         params = self._solve(stats, prior)  # raises before any state is written
         params["cv_results_"] = info
+        # frequency weights count as rows, as in the fit
+        warn_sparse_classes(stats.counts, classes, owner=type(self).__name__)
         self._store(stats, classes, params)
         self._check_feature_names(scores, reset=True)
         return self
