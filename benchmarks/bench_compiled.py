@@ -11,7 +11,8 @@ excluded), the coordinates, the smallest bulk and tail ESS over ``s``,
     python benchmarks/bench_compiled.py --out docs/bench/compiled.json
     python benchmarks/bench_compiled.py --markdown docs/bench/compiled.json
 
-Options: ``--cases 3x300,10x5000`` (k x n), ``--samplers jax,nutpie,pymc``.
+Options: ``--cases 3x300,10x5000`` (k x n), ``--samplers jax,nutpie,pymc``,
+``--fits 1`` (the first fit only).
 BLAS is held to one thread (the samplers do it themselves while sampling).
 """
 
@@ -28,12 +29,12 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time, warnings
 import numpy as np
-k, n, sampler = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+k, n, sampler, fits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 from bayescal.bayes import BayesianDirichletCalibrator
 from bayescal.datasets import make_dirgen
 q, y = make_dirgen(n, k, rng=0)[:2]
 out = []
-for seed in (0, 1):
+for seed in range(fits):
     w, c = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -52,11 +53,11 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_cell(k: int, n: int, sampler: str, timeout: float) -> list[dict]:
+def run_cell(k: int, n: int, sampler: str, timeout: float, fits: int = 2) -> list[dict]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(k), str(n), sampler],
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(k), str(n), sampler, str(fits)],
                               capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         return [{"fit": "first", "error": f"stopped after {timeout:.0f} s"}]
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="3x300,10x5000")
     ap.add_argument("--samplers", default="jax,nutpie,pymc")
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--fits", type=int, choices=(1, 2), default=2,
+                    help="fits per process: 1 (the first only, for the slow cells) or 2")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args(argv)
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in args.cases.split(","):
         k, n = (int(v) for v in case.split("x"))
         for sampler in args.samplers.split(","):
-            fits = run_cell(k, n, sampler, args.timeout)
+            fits = run_cell(k, n, sampler, args.timeout, args.fits)
             cells.append({"k": k, "n": n, "sampler": sampler, "fits": fits})
             print(json.dumps(cells[-1]), flush=True)
             if args.out:

@@ -78,6 +78,7 @@ def test_default_fit_passes_its_checks(default_fit):
     assert np.all(post["tau"].values > 0) and np.all(post["s"].values > 0)
 
 
+@pytest.mark.once
 def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
     """At large n the default samples the map itself, and gets the conditional posterior.
 
@@ -362,6 +363,7 @@ def test_structured_penalty_prior_mode_is_the_map_default(data):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_seeded_small_sbc():
     """Simulation-based calibration of the default prior and sampler (k = 3, n = 30).
 
@@ -431,3 +433,78 @@ def test_psis_log_weights_follow_the_log_ratios():
     np.testing.assert_allclose(logsumexp(lw, axis=1), 0.0, atol=1e-10)
     assert all(np.corrcoef(lw[i], r[i])[0, 1] > 0.99 for i in range(3))
     assert k.shape == (3,) and np.all(k < 0.7)
+
+
+def test_a_model_too_large_to_sample_is_refused_before_any_work(data, monkeypatch):
+    """Beyond MAX_COEFS sampled coefficients (the full map at k = 30): a ValueError
+    that names the size and what to use, before the mode is sought, and an earlier fit
+    of the estimator is kept."""
+    import bayescal.bayes.laplace as laplace
+    from bayescal.bayes.estimators import MAX_COEFS
+
+    q, y = data
+    est = BayesianDirichletCalibrator(prior="temperature", sampler="laplace", draws=20,
+                                      chains=1, random_seed=0).fit(q, y)
+    W = est.coef_.copy()
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the mode was sought")
+
+    monkeypatch.setattr(laplace, "structured_mode", no_work)
+    q31, y31, _, _ = make_dirgen(124, 31, rng=0)
+    assert 31 * 31 - 1 > MAX_COEFS >= 30 * 30 - 1  # the full map's identified coefficients
+    for prior in ("hierarchical", "l2"):
+        with pytest.raises(ValueError, match=(
+                rf"BayesianDirichletCalibrator\(prior='{prior}'\) at k=31 samples 960 map "
+                rf"coefficients, more than the {MAX_COEFS} it takes")) as err:
+            est.set_params(prior=prior).fit(q31, y31)
+        msg = str(err.value)
+        assert ("prior='fixed' with reg_lambda=float('inf'), reg_diag=1.0, reg_mu=1.0 "
+                "(61 coefficients)") in msg
+        assert "prior='temperature'" in msg and "DirichletCalibrator()" in msg
+        np.testing.assert_array_equal(est.coef_, W)  # the earlier fit is untouched
+    # the diagonal map and temperature scaling are small at this k
+    diagonal = est.set_params(prior="fixed", reg_lambda=np.inf, reg_diag=1.0, reg_mu=1.0)
+    assert diagonal._n_coefs(31) == 61
+    diagonal._check_size(31)
+    assert est.set_params(prior="temperature", reg_lambda=1.0, reg_diag=None,
+                          reg_mu=None)._n_coefs(1000) == 0
+
+
+def test_conditional_coordinates_beyond_their_size_are_refused_before_sampling(monkeypatch):
+    """k = 16 (255 coefficients) on few rows: the data do not dominate the prior, the
+    conditional coordinates (a Cholesky per gradient) would be needed, and the fit is
+    refused after the mode and before sampling."""
+    import bayescal.bayes.estimators as estimators
+    from bayescal.bayes.estimators import MAX_CONDITIONAL_COEFS
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("sampled")
+
+    monkeypatch.setattr(estimators, "sample_compiled", no_sampling)
+    monkeypatch.setattr(estimators, "sample_model", no_sampling)
+    q, y, _, _ = make_dirgen(160, 16, rng=1)
+    assert 16 * 16 - 1 > MAX_CONDITIONAL_COEFS >= 15 * 15 - 1
+    with pytest.raises(ValueError, match=(
+            r"at k=16 samples 255 map coefficients, more than the 224 it takes in the "
+            r"conditional coordinates")):
+        BayesianDirichletCalibrator(progressbar=False).fit(q, y)
+
+
+def test_an_infinite_strength_pins_its_group(data):
+    """prior='fixed': reg_lambda=inf pins the off-diagonal at the centre (a diagonal map);
+    the penalty readings refuse it."""
+    q, y = data
+    est = BayesianDirichletCalibrator(prior="fixed", reg_lambda=np.inf, reg_diag=1.0,
+                                      reg_mu=1.0, sampler="laplace", draws=50, chains=2,
+                                      random_seed=0).fit(q, y)
+    W = est.posterior_draws("W")
+    off = ~np.eye(K, dtype=bool)
+    assert np.all(W[..., off] == 0.0) and np.ptp(W[..., ~off]) > 0
+    with pytest.raises(ValueError, match=r"prior='l2' needs finite strengths; got "
+                                         r"reg_lambda=inf"):
+        BayesianDirichletCalibrator(prior="l2", reg_lambda=np.inf).fit(q, y)
+    for bad in (-np.inf, np.nan, -1.0, "1", True):
+        with pytest.raises(ValueError, match=r"reg_mu must be a non-negative number \(inf "
+                                             r"pins its group with prior='fixed'\); got "):
+            BayesianDirichletCalibrator(prior="fixed", reg_mu=bad).fit(q, y)

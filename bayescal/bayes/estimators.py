@@ -35,6 +35,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,19 @@ _MCMC = ("jax", "pymc", "nutpie", "numpyro")
 #: 0.65 x the time; docs/benchmarks.md, *Bayesian defaults*).
 TUNE_AUTO = 1000
 TUNE_AUTO_CENTRED = 300
+
+#: Most map coefficients that :class:`BayesianDirichletCalibrator` samples (the
+#: identified entries of ``W`` and ``b``: ``k^2 - 1`` for the full map): the
+#: mode's whitening is a dense square matrix of that size and one gradient costs
+#: about its square. 899 is the full map at ``k = 30`` (one gradient of the
+#: compiled sampler about 2-4 ms at n = 5000, a default fit minutes); the full
+#: map at ``k = 100`` has 9,999 (docs/benchmarks.md, *Compiled sampler*).
+MAX_COEFS = 899
+#: Most coefficients sampled in the conditional coordinates, where every gradient
+#: factorises a matrix of that size (a cube): 224 is the full map at ``k = 15``
+#: (one compiled gradient about 2-4 ms; at ``k = 20`` 9-18 ms, a default fit
+#: over ten minutes).
+MAX_CONDITIONAL_COEFS = 224
 
 
 def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
@@ -287,6 +301,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """Whether this model has the compiled sampler ``sampler="jax"``."""
         return False
 
+    def _check_size(self, k: int) -> None:
+        """Refuse, before any work, a model too large to sample (``ValueError``)."""
+
     def _model_name(self) -> str:
         """How error messages name this model."""
         return type(self).__name__
@@ -320,6 +337,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         self._check_params()
         # validates everything; writes nothing
         data = self._fit_data(scores, y, eps=self._param_floor())
+        self._check_size(data.x.shape[1])  # before any work, and before clearing a fit
         self._clear_fitted()
         try:
             self.sampler_ = resolve_sampler(self.sampler, compiled=self._compiled_sampler())
@@ -812,6 +830,18 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     divergences; see :meth:`fit`): a posterior that fails raises
     :class:`~bayescal.bayes.ConvergenceError` unless ``on_failure="warn"``.
 
+    Size: the full map has :math:`k^2 - 1` identified coefficients. ``fit``
+    refuses with a ``ValueError``, before any work, a model with more than
+    ``estimators.MAX_COEFS`` (899, the full map at ``k = 30``), and, before
+    sampling, more than ``estimators.MAX_CONDITIONAL_COEFS`` (224, ``k = 15``) when
+    the data need the conditional coordinates, where every gradient
+    factorises a matrix of that size; the message says what to use instead
+    (the diagonal map ``prior="fixed", reg_lambda=float("inf"),
+    reg_diag=1.0, reg_mu=1.0``, ``prior="temperature"`` or
+    :class:`~bayescal.DirichletCalibrator`). At ``k = 100`` the full map has
+    9,999 coefficients: its whitening alone is a dense matrix of that size,
+    and a fit would take hours (docs/benchmarks.md, *Compiled sampler*).
+
     Parameters
     ----------
     prior : str, default="hierarchical"
@@ -1023,12 +1053,22 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
     # -- parameters -------------------------------------------------------
     def _strengths(self) -> tuple[float, float, float]:
-        """``(reg_lambda, reg_diag, reg_mu)`` with ``None`` resolved to ``reg_lambda``."""
-        lam = check_nonnegative_float(self.reg_lambda, "reg_lambda")
+        """``(reg_lambda, reg_diag, reg_mu)`` with ``None`` resolved to ``reg_lambda``.
+
+        Each is a real ``>= 0``; ``inf`` (a group pinned at the centre) is
+        accepted here and refused by the penalty readings in :meth:`_check_params`.
+        """
+        def check(value: Any, name: str) -> float:
+            if not (isinstance(value, Real) and not isinstance(value, bool) and value >= 0):
+                raise ValueError(f"{name} must be a non-negative number (inf pins its group "
+                                 f"with prior='fixed'); got {value!r}")
+            return float(value)
+
+        lam = check(self.reg_lambda, "reg_lambda")
         out = [lam]
         for name in ("reg_diag", "reg_mu"):
             v = getattr(self, name)
-            out.append(lam if v is None else check_nonnegative_float(v, name))
+            out.append(lam if v is None else check(v, name))
         return out[0], out[1], out[2]
 
     def _check_params(self) -> None:
@@ -1055,6 +1095,37 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
     def _compiled_sampler(self) -> bool:
         return self.prior in _STRUCTURED
+
+    def _n_coefs(self, k: int) -> int:
+        """Sampled coefficients of ``W`` and ``b`` (the hyperparameters not counted)."""
+        if self.prior in _STRUCTURED:
+            prior = self._structured_prior()
+            return n_params(prior, k) - 1 - sum(prior.sampled)
+        return k * k - 1  # the penalty readings' identified coordinates (bayes.gauge)
+
+    def _too_large(self, k: int, coefs: int, limit: int, why: str) -> ValueError:
+        """The refusal of a model with ``coefs`` > ``limit``: what it costs, what to use."""
+        use = []
+        diagonal = n_params(StructuredPrior("fixed", tau=(0.0, 1.0, 1.0)), k) - 1
+        if diagonal <= MAX_CONDITIONAL_COEFS and not (self.prior == "fixed"
+                                                      and np.isinf(self._strengths()[0])):
+            use.append("the diagonal map, prior='fixed' with reg_lambda=float('inf'), "
+                       f"reg_diag=1.0, reg_mu=1.0 ({diagonal} coefficients)")
+        if self.prior != "temperature":
+            use.append("Bayesian temperature scaling, prior='temperature'")
+        use.append("the MAP fit DirichletCalibrator(), which is fast at any k")
+        return ValueError(
+            f"BayesianDirichletCalibrator({self._model_name()}) at k={k} samples {coefs} map "
+            f"coefficients, more than the {limit} it takes {why}: the fit would take hours "
+            "(docs/benchmarks.md, 'Compiled sampler'). Use " + "; or ".join(use) + ".")
+
+    def _check_size(self, k: int) -> None:
+        coefs = self._n_coefs(k)
+        if coefs > MAX_COEFS:
+            raise self._too_large(
+                k, coefs, MAX_COEFS,
+                "(the full map at k = 30; its whitening is a dense "
+                f"{coefs} x {coefs} matrix and a gradient costs about its square)")
 
     def _model_name(self) -> str:
         return f"prior={self.prior!r}"
@@ -1215,6 +1286,14 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             self._reused["whitening"] = centred_whitening(
                 theta, x, y, prior, cond, log_posterior=log_posterior) or cond
         whiten = self._reused["whitening"]
+        coefs = n_params(prior, k) - 1 - sum(prior.sampled)
+        if not isinstance(whiten, CentredWhitening) and coefs > MAX_CONDITIONAL_COEFS:
+            raise self._too_large(
+                k, coefs, MAX_CONDITIONAL_COEFS,
+                "in the conditional coordinates that these data need (the full map at "
+                "k = 15; every gradient factorises a "
+                f"{coefs} x {coefs} matrix; the map's own coordinates are used only when the "
+                "data dominate the prior in every direction)")
         if self.sampler_ == "jax":
             groups = sample_compiled(x, y, prior, whiten, draws=attempt.draws,
                                      tune=self._resolve_tune(whiten), chains=self.chains,

@@ -1,0 +1,79 @@
+"""Cost of one gradient of the default Bayesian model, compiled by JAX, against k.
+
+What bounds the size of a Bayesian fit (``BayesianDirichletCalibrator``'s
+``MAX_COEFS`` and ``MAX_CONDITIONAL_COEFS``): a default fit is on the order of
+10^5 gradients of its log density (4 chains x 2000 iterations x the leapfrog
+steps of each), so a gradient of 1 ms is a fit of a couple of minutes.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py \
+        --cases 10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000
+
+For each ``k x n`` the gradient is timed in both sampled coordinate systems of
+:mod:`bayescal.bayes.compiled`: ``conditional`` (a Cholesky factorisation of
+a ``(k^2 - 1)``-square matrix per gradient) and ``centred`` (a fixed
+whitening: one matrix-vector product of that size, no factorisation). The
+whitening matrices are random stand-ins of the right shape (the cost does not
+depend on their values); the rows are padded to the program's bucket as in a
+fit. Reported: the median of 5 runs of 200 gradients each, in ms, and the
+compilation time of the first call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000")
+    ap.add_argument("--reps", type=int, default=200)
+    args = ap.parse_args()
+
+    from bayescal.bayes import BayesianDirichletCalibrator
+    from bayescal.bayes.compiled import _data, _value_and_grad, import_jax, row_bucket
+    from bayescal.bayes.hierarchical import n_params
+
+    jax = import_jax()
+    prior = BayesianDirichletCalibrator()._structured_prior()
+    n_hyper = 1 + sum(prior.sampled)
+    rng = np.random.default_rng(0)
+    print("| k | n | coefficients | coordinates | compile s | ms per gradient |")
+    print("|---|---|---|---|---|---|")
+    for case in args.cases.split(","):
+        k, n = (int(v) for v in case.split("x"))
+        x = np.log(rng.dirichlet(np.ones(k), n))
+        y = rng.integers(0, k, n)
+        dim = n_params(prior, k)
+        coefs = dim - n_hyper
+        data = _data(x, y, row_bucket(n))
+        for kind in ("conditional", "centred"):
+            d = dict(data)
+            if kind == "conditional":
+                raw = k * (k + 1)  # the Fisher matrix is in the raw (W, b) coordinates
+                a = rng.standard_normal((raw, raw))
+                d.update(fisher=a @ a.T / raw, grad=np.zeros(raw), r_star=np.zeros(raw),
+                         hyper_loc=np.zeros(n_hyper))
+            else:
+                d.update(loc=np.zeros(dim), chol=np.eye(dim) * 0.1)
+            fn = _value_and_grad(prior, k, kind)
+            v = np.full(dim, 0.01)
+            t = time.perf_counter()
+            jax.block_until_ready(fn(v, d))
+            compile_s = time.perf_counter() - t
+            runs = []
+            for _ in range(5):
+                t = time.perf_counter()
+                for _ in range(args.reps):
+                    out = fn(v, d)
+                jax.block_until_ready(out)
+                runs.append(1e3 * (time.perf_counter() - t) / args.reps)
+            print(f"| {k} | {n} | {coefs} | {kind} | {compile_s:.2f} | "
+                  f"{statistics.median(runs):.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
