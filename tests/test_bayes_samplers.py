@@ -237,3 +237,22 @@ def test_numba_performance_hints_are_hidden_other_warnings_pass(backend, data, m
     kinds = {w.category for w in seen}
     assert RuntimeWarning in kinds
     assert (NumbaPerformanceWarning in kinds) is (backend == "jax")
+
+
+def test_pymc_chains_start_from_a_preloaded_fork_server_once_jax_runs(monkeypatch):
+    """No fork of a process running JAX's threads; the fork server holds PyMC already."""
+    import multiprocessing
+    import sys
+
+    from bayescal.bayes._sampling import _chain_context
+
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    assert _chain_context(4) is None  # PyMC's default (fork on Linux) without JAX
+    monkeypatch.setitem(sys.modules, "jax", object())
+    assert _chain_context(1) is None  # one chain runs in this process
+    ctx = _chain_context(2)
+    assert ctx.get_start_method() == "forkserver"
+    from multiprocessing import forkserver
+
+    assert "pymc" in forkserver._forkserver._preload_modules
+    assert isinstance(ctx, type(multiprocessing.get_context("forkserver")))

@@ -20,7 +20,7 @@ import pytest
 from tests._docs_build import ROOT, build_docs, check_site
 
 # one docs build per session: under pytest-xdist both files run on the same worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]
+pytestmark = [pytest.mark.slow, pytest.mark.once, pytest.mark.xdist_group("docs")]
 
 
 @pytest.fixture(scope="module")

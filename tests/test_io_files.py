@@ -94,7 +94,7 @@ def test_sigkill_during_a_write_is_cleaned_by_the_next_run(tmp_path: Path) -> No
                             env=ENV)
     assert proc.stdout.readline() == "writing\n"
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait()
     (left,) = tmp_path.iterdir()
     assert left.name.startswith(TEMP_PREFIX) and left.stat().st_size == 10_000_000
     q, y, _, _ = make_dirgen(200, 3, rng=0)
@@ -124,7 +124,7 @@ def test_directory_lock_refuses_a_second_holder_and_survives_a_killed_one(
             DirectoryLock(tmp_path).acquire()
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait()
     # the killed holder's file is still there, but its lock went with the process
     assert (tmp_path / "bayescal.lock").exists()
     with pytest.warns(UserWarning, match=rf"previous run \(pid {proc.pid} .* ended without "

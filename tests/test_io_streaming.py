@@ -274,6 +274,7 @@ def _peak_kib(argv: list[str]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.once
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB on Linux")
 def test_peak_memory_of_a_200k_row_csv(tmp_path: Path, models: Path) -> None:
     n = 200_000

@@ -20,7 +20,7 @@ from tests._docs_build import ROOT, build_docs, check_site
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 # one docs build per session: under pytest-xdist both files run on the same worker
-pytestmark = pytest.mark.xdist_group("docs")
+pytestmark = [pytest.mark.once, pytest.mark.xdist_group("docs")]
 
 
 def test_notebooks_are_present_and_stripped() -> None:
