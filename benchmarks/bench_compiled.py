@@ -67,7 +67,9 @@ def run_cell(k: int, n: int, sampler: str, timeout: float, fits: int = 2) -> lis
             for r in rows:
                 r["process_s"] = time.perf_counter() - start
             return rows
-    return [{"fit": "first", "error": proc.stderr.strip().splitlines()[-1:]}]
+    # a refusal or a crash: its last line, and the whole process's wall time (imports too)
+    return [{"fit": "first", "error": "".join(proc.stderr.strip().splitlines()[-1:]),
+             "process_s": time.perf_counter() - start}]
 
 
 def markdown(path: Path) -> str:
@@ -78,8 +80,10 @@ def markdown(path: Path) -> str:
     for cell in doc["cells"]:
         for r in cell["fits"]:
             if "error" in r:
+                error = r["error"] if len(r["error"]) < 100 else r["error"][:97] + "..."
+                took = f" (process {r['process_s']:.1f} s)" if "process_s" in r else ""
                 lines.append(f"| {cell['k']} | {cell['n']} | {cell['sampler']} | {r['fit']} | "
-                             f"{r['error']} | | | | | | | |")
+                             f"{error}{took} | | | | | | | |")
                 continue
             used = r["sampler_used"]
             name = cell["sampler"] if used == cell["sampler"] else f"{cell['sampler']} ({used})"

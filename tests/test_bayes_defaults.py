@@ -347,6 +347,27 @@ def test_compare_ranks_dirlin_dirgen_and_temperature(default_fit, dirgen_fit, te
     assert table.loc["dirlin", "elpd_loo"] == pytest.approx(elpd, rel=1e-4)
 
 
+def test_compare_warns_when_loo_is_unreliable(default_fit, temperature_fit, data,
+                                              monkeypatch):
+    """Samples with Pareto k > 0.7: the table still comes, with a warning naming them."""
+    import bayescal.bayes.comparison as comparison
+
+    real = comparison.loo_pointwise
+
+    def high_k(est, *args, **kwargs):
+        p = real(est, *args, **kwargs)
+        if est is default_fit:
+            p["pareto_k"] = p["pareto_k"].copy()
+            p["pareto_k"][:3] = [0.8, 0.9, 1.2]
+        return p
+
+    monkeypatch.setattr(comparison, "loo_pointwise", high_k)
+    with pytest.warns(UserWarning, match=r"compare: samples with Pareto k > 0\.7 in 'dirlin' "
+                                         r"\(3 of 200, max 1\.20\): the leave-one-out estimate"):
+        table = compare({"dirlin": default_fit, "temperature": temperature_fit}, *data)
+    assert table.loc["dirlin", "n_high_k"] == 3 and table.loc["temperature", "n_high_k"] == 0
+
+
 def test_structured_penalty_prior_mode_is_the_map_default(data):
     """prior="structured" (the penalty reading) has DirichletCalibrator(reg="structured")'s map."""
     q, y = data
@@ -435,6 +456,7 @@ def test_psis_log_weights_follow_the_log_ratios():
     assert k.shape == (3,) and np.all(k < 0.7)
 
 
+@pytest.mark.filterwarnings("ignore::bayescal._validation.SparseClassWarning")  # few rows
 def test_a_model_too_large_to_sample_is_refused_before_any_work(data, monkeypatch):
     """Beyond MAX_COEFS sampled coefficients (the full map at k = 30): a ValueError
     that names the size and what to use, before the mode is sought, and an earlier fit
@@ -471,6 +493,7 @@ def test_a_model_too_large_to_sample_is_refused_before_any_work(data, monkeypatc
                           reg_mu=None)._n_coefs(1000) == 0
 
 
+@pytest.mark.filterwarnings("ignore::bayescal._validation.SparseClassWarning")  # few rows
 def test_conditional_coordinates_beyond_their_size_are_refused_before_sampling(monkeypatch):
     """k = 16 (255 coefficients) on few rows: the data do not dominate the prior, the
     conditional coordinates (a Cholesky per gradient) would be needed, and the fit is
@@ -508,3 +531,45 @@ def test_an_infinite_strength_pins_its_group(data):
         with pytest.raises(ValueError, match=r"reg_mu must be a non-negative number \(inf "
                                              r"pins its group with prior='fixed'\); got "):
             BayesianDirichletCalibrator(prior="fixed", reg_mu=bad).fit(q, y)
+
+
+def test_a_failure_message_says_what_was_tried_and_what_next(data, monkeypatch):
+    """Divergences after the retry at 0.999: the error lists both tries and names the next
+    step (not 'increase target_accept' again)."""
+    import bayescal.bayes.estimators as mod
+
+    real_diagnose = mod.diagnose
+
+    def diverging(*args, **kwargs):
+        d = real_diagnose(*args, **kwargs)
+        d.update(divergences=3, passed=False)
+        d["problems"] = [p for p in d["problems"] if "divergent" not in p] + [
+            "3 divergent transitions > 0 (smaller steps: a target_accept closer to 1 than the "
+            "one used; the posterior is not to be trusted)"]
+        return d
+
+    monkeypatch.setattr(mod, "diagnose", diverging)
+    q, y = data
+    with pytest.raises(ConvergenceError) as err:
+        BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
+    msg = str(err.value)
+    assert ("Sampled 2 times (1000 draws per chain at target_accept=0.95: 3 divergences; then "
+            "1000 draws per chain at target_accept=0.999: 3 divergences). Divergences remain "
+            "at target_accept=0.999, so smaller steps will not remove them: a simpler prior "
+            "(prior='fixed' or prior='temperature'), the MAP fit DirichletCalibrator() or more "
+            "calibration data is the next step.") in msg, msg
+    assert "e.g. 0.95" not in msg
+    # one try (no retry): what was used, and no claim about smaller steps
+    with pytest.raises(ConvergenceError, match=r"Sampled 1 time \(1000 draws per chain at "
+                                               r"target_accept=0\.95: 3 divergences\)") as err:
+        BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_target_accept=None,
+                                    **SMALL).fit(q, y)
+    assert "will not remove them" not in str(err.value)
+
+
+@pytest.mark.parametrize("cls", [BayesianDirichletCalibrator, BayesianGenerativeCalibrator])
+def test_sample_weight_is_refused_with_a_reason(cls, data):
+    q, y = data
+    with pytest.raises(ValueError, match=rf"{cls.__name__} does not take sample_weight \(got "
+                                         r"an array of type ndarray\): its likelihood counts"):
+        cls().fit(q, y, sample_weight=np.ones(len(y)))

@@ -396,8 +396,9 @@ def diagnose(
             problems.append(f"min {method} ESS {ess[method]:.0f} < {ess_min:g} "
                             "(increase draws or chains)")
     if div > max_divergences:
-        problems.append(f"{div} divergent transitions > {max_divergences} (increase "
-                        "target_accept, e.g. 0.95; the posterior is not to be trusted)")
+        problems.append(f"{div} divergent transitions > {max_divergences} (smaller steps: "
+                        "a target_accept closer to 1 than the one used; the posterior is not "
+                        "to be trusted)")
     return {
         "r_hat_max": rhat,
         "ess_bulk_min": ess["bulk"],

@@ -27,6 +27,7 @@ References
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,7 +114,8 @@ def compare(models: Mapping[str, Any], scores: ArrayLike, y: ArrayLike, *,
         difference to the best model and its standard error from the paired
         pointwise differences), ``pareto_k_max`` and ``n_high_k`` (samples
         with :math:`\hat k >` :data:`PARETO_K_MAX`, whose estimate is
-        unreliable: refit without them, or use K-fold cross-validation).
+        unreliable: refit without them, or use K-fold cross-validation;
+        ``compare`` warns when any model has one).
 
     Raises
     ------
@@ -161,4 +163,12 @@ def compare(models: Mapping[str, Any], scores: ArrayLike, y: ArrayLike, *,
             "pareto_k_max": float(np.max(p["pareto_k"])),
             "n_high_k": int(np.sum(p["pareto_k"] > PARETO_K_MAX)),
         })
+    high = [f"{r['model']!r} ({r['n_high_k']} of {point[r['model']]['elpd_i'].shape[0]}, "
+            f"max {r['pareto_k_max']:.2f})" for r in rows if r["n_high_k"]]
+    if high:
+        warnings.warn(
+            f"compare: samples with Pareto k > {PARETO_K_MAX} in {', '.join(high)}: the "
+            "leave-one-out estimate of those models is unreliable and so is the ranking; "
+            "refit without those samples, compare on held-out data, or use K-fold "
+            "cross-validation (column n_high_k)", UserWarning, stacklevel=2)
     return pd.DataFrame(rows).set_index("model")

@@ -308,7 +308,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """How error messages name this model."""
         return type(self).__name__
 
-    def fit(self, scores: ArrayLike, y: ArrayLike):
+    def fit(self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
         """Sample the posterior of the calibration map.
 
         After MCMC the posterior is checked (:func:`bayescal.bayes.diagnose`:
@@ -324,6 +324,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             Uncalibrated probabilities (``input="probs"``) or logits.
         y : array-like of shape (n_samples,)
             Class labels (see ``classes``).
+        sample_weight : None
+            Not supported: must be ``None`` (the likelihood counts every
+            calibration row once; a weighted likelihood is not a posterior
+            of the data). Accepted as a keyword so that a weight gets a clear
+            ``ValueError`` rather than a ``TypeError``.
 
         Returns
         -------
@@ -333,7 +338,16 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         ------
         ConvergenceError
             If the MCMC posterior fails its checks and ``on_failure="raise"``.
+        ValueError
+            Bad input, a model too large to sample, or ``sample_weight`` given.
         """
+        if sample_weight is not None:
+            raise ValueError(
+                f"{type(self).__name__} does not take sample_weight (got an array of type "
+                f"{type(sample_weight).__name__}): its likelihood counts every calibration "
+                "row once, and a weighted likelihood is not the posterior of any data. Repeat "
+                "rows to give them integer weights, or use the MAP fit (DirichletCalibrator or "
+                "GenerativeDirichletCalibrator), which takes sample_weight.")
         self._check_params()
         # validates everything; writes nothing
         data = self._fit_data(scores, y, eps=self._param_floor())
@@ -368,11 +382,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             _compat.set_group(self.idata_, "posterior", post)
             if self.sampler_ in _MCMC:
                 hint = self._failure_hint(data.y, data.x.shape[1])
-                if len(attempts) > 1:
+                if len(attempts) > 1 or attempts[-1]["divergences"]:
                     tries = [f"{a['draws']} draws per chain at target_accept="
                              f"{a['target_accept']}: {a['divergences']} divergences"
                              for a in attempts]
-                    hint = (f"Sampled {len(attempts)} times ({'; then '.join(tries)}). "
+                    hint = (f"Sampled {len(attempts)} time{'s' if len(attempts) > 1 else ''} "
+                            f"({'; then '.join(tries)}). {self._next_step(attempts)}"
                             f"{hint}").strip()
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
                         idata=self.idata_, hint=hint)
@@ -383,6 +398,18 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             self._clear_fitted()
             raise
         return self
+
+    def _next_step(self, attempts: list[dict[str, Any]]) -> str:
+        """What to try after the tries ``attempts`` failed ("" when more of the same may do)."""
+        last = attempts[-1]
+        if last["divergences"] and last["target_accept"] >= 0.999:
+            return (f"Divergences remain at target_accept={last['target_accept']}, so smaller "
+                    f"steps will not remove them: {self._simpler} or more calibration data "
+                    "is the next step. ")
+        return ""
+
+    #: What to use when NUTS cannot sample this model at any step size.
+    _simpler = "a MAP fit"
 
     def _retry(self, attempt: _Attempt) -> _Attempt | None:
         """The next try after a failed one (``diagnostics_``), or ``None``.
@@ -1093,6 +1120,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self._structured_prior()
         self._check_common()
 
+    _simpler = ("a simpler prior (prior='fixed' or prior='temperature'), the MAP fit "
+                "DirichletCalibrator()")
+
     def _compiled_sampler(self) -> bool:
         return self.prior in _STRUCTURED
 
@@ -1544,6 +1574,8 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         if not isinstance(ap, tuple | list) or len(ap) != 2:
             raise ValueError(f"alpha_prior must be a pair (mean, sd) of ln alpha; got {ap!r}")
         return DirGenPrior(float(ap[0]), float(ap[1]), float(self.pi_prior))
+
+    _simpler = "the MAP fit GenerativeDirichletCalibrator()"
 
     def _check_params(self) -> None:
         self._prior()
