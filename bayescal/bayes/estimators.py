@@ -107,15 +107,17 @@ TUNE_AUTO_CENTRED = 300
 #: Most map coefficients that :class:`BayesianDirichletCalibrator` samples (the
 #: identified entries of ``W`` and ``b``: ``k^2 - 1`` for the full map): the
 #: mode's whitening is a dense square matrix of that size and one gradient costs
-#: about its square. 899 is the full map at ``k = 30`` (one gradient of the
-#: compiled sampler about 2-4 ms at n = 5000, a default fit minutes); the full
-#: map at ``k = 100`` has 9,999 (docs/benchmarks.md, *Compiled sampler*).
+#: about its square. 899 is the full map at ``k = 30``, the largest measured (one
+#: compiled gradient in the map's own coordinates 2.1 ms at n = 5000); the full
+#: map at ``k = 100`` has 9,999 (docs/benchmarks.md, *How large a model*).
 MAX_COEFS = 899
 #: Most coefficients sampled in the conditional coordinates, where every gradient
 #: factorises a matrix of that size (a cube): 224 is the full map at ``k = 15``
-#: (one compiled gradient about 2-4 ms; at ``k = 20`` 9-18 ms, a default fit
-#: over ten minutes).
+#: (one compiled gradient 2.5 ms; at ``k = 20`` 10 ms, at ``k = 30`` 92 ms).
 MAX_CONDITIONAL_COEFS = 224
+#: Minutes a default fit took at that limit (k = 15, n = 100, compiled sampler,
+#: 2 cores; docs/benchmarks.md, *How large a model*).
+CONDITIONAL_FIT_MINUTES = 7.4
 
 
 def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
@@ -867,7 +869,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     reg_diag=1.0, reg_mu=1.0``, ``prior="temperature"`` or
     :class:`~bayescal.DirichletCalibrator`). At ``k = 100`` the full map has
     9,999 coefficients: its whitening alone is a dense matrix of that size,
-    and a fit would take hours (docs/benchmarks.md, *Compiled sampler*).
+    found from 19,998 gradients (docs/benchmarks.md, *How large a model*).
 
     Parameters
     ----------
@@ -1146,16 +1148,17 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         use.append("the MAP fit DirichletCalibrator(), which is fast at any k")
         return ValueError(
             f"BayesianDirichletCalibrator({self._model_name()}) at k={k} samples {coefs} map "
-            f"coefficients, more than the {limit} it takes {why}: the fit would take hours "
-            "(docs/benchmarks.md, 'Compiled sampler'). Use " + "; or ".join(use) + ".")
+            f"coefficients, more than the {limit} it takes {why} (docs/benchmarks.md, 'How "
+            "large a model'). Use " + "; or ".join(use) + ".")
 
     def _check_size(self, k: int) -> None:
         coefs = self._n_coefs(k)
         if coefs > MAX_COEFS:
             raise self._too_large(
                 k, coefs, MAX_COEFS,
-                "(the full map at k = 30; its whitening is a dense "
-                f"{coefs} x {coefs} matrix and a gradient costs about its square)")
+                "(the full map at k = 30, the largest measured): its whitening is a dense "
+                f"{coefs} x {coefs} matrix, found from {2 * coefs} gradients and factorised, "
+                "and every gradient then costs about its square")
 
     def _model_name(self) -> str:
         return f"prior={self.prior!r}"
@@ -1320,10 +1323,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         if not isinstance(whiten, CentredWhitening) and coefs > MAX_CONDITIONAL_COEFS:
             raise self._too_large(
                 k, coefs, MAX_CONDITIONAL_COEFS,
-                "in the conditional coordinates that these data need (the full map at "
-                "k = 15; every gradient factorises a "
-                f"{coefs} x {coefs} matrix; the map's own coordinates are used only when the "
-                "data dominate the prior in every direction)")
+                "in the conditional coordinates that these data need (the map's own "
+                "coordinates only when the data dominate the prior in every direction): every "
+                f"gradient factorises a {coefs} x {coefs} matrix, so a fit's time grows as the "
+                f"cube of the coefficients: {CONDITIONAL_FIT_MINUTES} minutes measured at "
+                f"{MAX_CONDITIONAL_COEFS} (k = 15, n = 100), about "
+                f"{CONDITIONAL_FIT_MINUTES * (coefs / MAX_CONDITIONAL_COEFS) ** 3:.0f} "
+                "minutes here by that rule")
         if self.sampler_ == "jax":
             groups = sample_compiled(x, y, prior, whiten, draws=attempt.draws,
                                      tune=self._resolve_tune(whiten), chains=self.chains,
