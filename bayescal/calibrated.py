@@ -262,6 +262,8 @@ class CalibratedClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         calibrator = make_calibrator(self.method, input=kind, **dict(self.calibrator_params or {}))
         if sample_weight is not None and (
             "sample_weight" not in inspect.signature(calibrator.fit).parameters
+            # the Bayesian calibrators name it only to refuse it with a reason
+            or not getattr(calibrator, "_takes_sample_weight", True)
         ):
             raise ValueError(
                 f"method {self.method!r} ({type(calibrator).__name__}) does not take "

@@ -412,6 +412,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
 
     #: What to use when NUTS cannot sample this model at any step size.
     _simpler = "a MAP fit"
+    #: ``fit`` names ``sample_weight`` only to refuse it (CalibratedClassifier reads this).
+    _takes_sample_weight = False
 
     def _retry(self, attempt: _Attempt) -> _Attempt | None:
         """The next try after a failed one (``diagnostics_``), or ``None``.
