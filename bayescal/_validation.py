@@ -485,7 +485,7 @@ def warn_sparse_classes(counts: ArrayLike, classes: ArrayLike, *, owner: str) ->
     absent = int(np.count_nonzero(counts[sparse] == 0))
     warnings.warn(
         f"{owner}: {sparse.size} of {classes.shape[0]} classes have fewer than "
-        f"{MIN_CLASS_ROWS} calibration rows, {absent} of them none ({shown}). "
+        f"{MIN_CLASS_ROWS} calibration rows{f', {absent} with none' if absent else ''} ({shown}). "
         "Their calibrated probabilities rest on the penalty or prior, not on data: a class "
         "rare or absent here but common at test time gets far too little probability. "
         "Calibrate on a set that holds every class (e.g. a stratified split).",

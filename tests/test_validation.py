@@ -153,7 +153,7 @@ def test_sparse_class_warns_every_estimator(name):
 
     q, y = _sparse_labels()
     with pytest.warns(SparseClassWarning, match=(
-            rf"{name}: 2 of 4 classes have fewer than 5 calibration rows, 1 of them none "
+            rf"{name}: 2 of 4 classes have fewer than 5 calibration rows, 1 with none "
             r"\(class 2 has 2, class 3 has 0\)")) as seen:
         getattr(bayescal, name)().fit(q, y)
     assert seen[0].filename == __file__  # points at the caller's fit
@@ -185,3 +185,15 @@ def test_no_sparse_class_warning_and_bad_input_raises_first():
         warnings.simplefilter("error", SparseClassWarning)
         with pytest.raises(ValueError, match="sample_weight"):  # the error, not the warning
             DirichletCalibrator().fit(qs, ys, sample_weight=-np.ones(len(ys)))
+
+
+def test_sparse_class_message_without_absent_classes_and_with_many():
+    from bayescal import SparseClassWarning
+    from bayescal._validation import warn_sparse_classes
+
+    with pytest.warns(SparseClassWarning, match=r"^X: 1 of 2 classes have fewer than 5 "
+                                                r"calibration rows \(class b has 2\)\. Their"):
+        warn_sparse_classes([10, 2], np.array(["a", "b"]), owner="X")
+    with pytest.warns(SparseClassWarning, match=r"X: 12 of 12 classes .* 12 with none \(class 0 "
+                                                r"has 0, .*, class 7 has 0, \.\.\.\)"):
+        warn_sparse_classes(np.zeros(12), np.arange(12), owner="X")
