@@ -58,6 +58,8 @@ def test_fast_mcmc_samplers_match_laplace(sampler, module, data, laplace_fit, tm
         warnings.simplefilter("ignore", SamplingWarning)
         est.fit(q, y)
     _check_posterior(est, 2 * 500)
+    # the map's parameters first (az.summary's first rows), sampler coordinates after
+    assert list(est.idata_.posterior.data_vars)[:4] == ["W", "b", "A", "c"]
     assert "sample_stats" in _compat.group_names(est.idata_)
     d = est.diagnostics_
     assert d["r_hat_max"] < 1.05 and d["divergences"] == 0, d
@@ -256,3 +258,4 @@ def test_pymc_chains_start_from_a_preloaded_fork_server_once_jax_runs(monkeypatc
 
     assert "pymc" in forkserver._forkserver._preload_modules
     assert isinstance(ctx, type(multiprocessing.get_context("forkserver")))
+

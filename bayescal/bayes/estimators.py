@@ -381,6 +381,10 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             A, c = canonical_draws(post["W"].values, post["b"].values)
             post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
                                c=(("chain", "draw", "class_out"), c))
+            # the map's parameters first (what az.summary lists first), the sampler's
+            # whitened coordinates (nutpie keeps xi, eta) after them
+            first = [v for v in (*self._diag_vars, "A", "c") if v in post.data_vars]
+            post = post[first + [v for v in post.data_vars if v not in first]]
             _compat.set_group(self.idata_, "posterior", post)
             if self.sampler_ in _MCMC:
                 hint = self._failure_hint(data.y, data.x.shape[1])
