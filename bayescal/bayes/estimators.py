@@ -1325,7 +1325,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             self._reused["whitening"] = centred_whitening(
                 theta, x, y, prior, cond, log_posterior=log_posterior) or cond
         whiten = self._reused["whitening"]
-        coefs = n_params(prior, k) - 1 - sum(prior.sampled)
+        coefs = self._n_coefs(k)
         if not isinstance(whiten, CentredWhitening) and coefs > MAX_CONDITIONAL_COEFS:
             raise self._too_large(
                 k, coefs, MAX_CONDITIONAL_COEFS,
