@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import check_is_fitted
 
 from bayescal._validation import (
     check_fraction,
@@ -35,6 +36,7 @@ from bayescal._validation import (
     check_positive_int,
     check_proba_draws,
     check_scores,
+    encode_labels,
 )
 from bayescal.metrics import (
     ReliabilityBands,
@@ -95,6 +97,11 @@ def _annotate_flag(annotate: bool | str, k: int) -> bool:
 class ReliabilityDisplay:
     """What a reliability diagram drew.
 
+    Built by :func:`reliability_diagram` and
+    :func:`posterior_reliability_diagram`, or, as scikit-learn's
+    :class:`~sklearn.calibration.CalibrationDisplay`, by
+    :meth:`from_predictions` and :meth:`from_estimator`.
+
     Attributes
     ----------
     figure : matplotlib.figure.Figure
@@ -117,6 +124,130 @@ class ReliabilityDisplay:
     tables: list[ReliabilityTable]
     bands: ReliabilityBands | None
     histograms: NDArray[np.object_] | None = None
+
+    @classmethod
+    def from_predictions(
+        cls,
+        y_true: ArrayLike,
+        y_prob: ArrayLike,
+        *,
+        kind: str = "confidence",
+        ax: Axes | Sequence[Axes] | None = None,
+        **kwargs: Any,
+    ) -> ReliabilityDisplay:
+        """Reliability diagram of predicted probabilities and the true classes.
+
+        The figure of :func:`reliability_diagram`, which draws it.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (n_samples,)
+            Integer class codes ``0 .. n_classes - 1``: label ``j`` is the
+            class of column ``j`` of ``y_prob``. For labels as a classifier
+            was given them (strings, ``1..k``), use :meth:`from_estimator`.
+        y_prob : array-like of shape (n_samples, n_classes)
+            Predicted (calibrated or not) probabilities; rows sum to 1.
+        kind : {"confidence", "classwise"}, default="confidence"
+            One panel of the top probability, or one panel per class.
+        ax : Axes or sequence of Axes, optional
+            One Axes for ``"confidence"``, one per shown class for
+            ``"classwise"``. Default: a new figure.
+        **kwargs
+            The other options of :func:`reliability_diagram`: ``fig``,
+            ``n_bins``, ``strategy``, ``bands``, ``level``, ``n_resamples``,
+            ``histogram``, ``classes``, ``max_classes``, ``class_names``,
+            ``title``, ``rng``.
+
+        Returns
+        -------
+        ReliabilityDisplay
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bayescal.datasets import make_dirgen
+        >>> q, y, _, _ = make_dirgen(500, 3, rng=0)
+        >>> disp = ReliabilityDisplay.from_predictions(y, q, kind="classwise", bands=False)
+        >>> len(disp.axes), disp.classes
+        (3, [0, 1, 2])
+        """
+        return reliability_diagram(y_true, y_prob, kind=kind, ax=ax, **kwargs)
+
+    @classmethod
+    def from_estimator(
+        cls,
+        estimator: Any,
+        X: ArrayLike,
+        y: ArrayLike,
+        *,
+        kind: str = "confidence",
+        ax: Axes | Sequence[Axes] | None = None,
+        **kwargs: Any,
+    ) -> ReliabilityDisplay:
+        """Reliability diagram of a fitted calibrator's (or classifier's) probabilities.
+
+        Draws :meth:`from_predictions` of ``estimator.predict_proba(X)``,
+        with each label of ``y`` mapped to its column through the
+        estimator's ``classes_`` (as ``predict`` maps columns to labels).
+
+        Parameters
+        ----------
+        estimator : fitted estimator
+            Anything with ``predict_proba`` that scikit-learn's
+            :func:`~sklearn.utils.validation.check_is_fitted` accepts: a
+            bayescal calibrator, a :class:`~bayescal.CalibratedClassifier`,
+            a scikit-learn classifier.
+        X : array-like of shape (n_samples, n_features)
+            Its input: scores of shape ``(n_samples, n_classes)`` for a
+            calibrator, features for a classifier.
+        y : array-like of shape (n_samples,)
+            True labels, as in ``fit`` (strings, ``1..k``, ...): each must be
+            one of ``estimator.classes_``.
+        kind : {"confidence", "classwise"}, default="confidence"
+        ax : Axes or sequence of Axes, optional
+            As in :meth:`from_predictions`.
+        **kwargs
+            The other options of :func:`reliability_diagram`. ``class_names``
+            defaults to the estimator's ``classes_``; ``classes`` selects
+            panels by column index ``0 .. n_classes - 1``.
+
+        Returns
+        -------
+        ReliabilityDisplay
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If ``estimator`` is not fitted.
+        ValueError
+            If it has no ``predict_proba``, or a label of ``y`` is not in
+            its ``classes_``.
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from bayescal import DirichletCalibrator
+        >>> from bayescal.datasets import make_dirgen
+        >>> q, y, _, _ = make_dirgen(600, 3, rng=0)
+        >>> cal = DirichletCalibrator().fit(q[:300], y[:300])
+        >>> disp = ReliabilityDisplay.from_estimator(cal, q[300:], y[300:], bands=False)
+        >>> disp.axes.shape
+        (1,)
+        """
+        predict_proba = getattr(estimator, "predict_proba", None)
+        if not callable(predict_proba):
+            raise ValueError("estimator must have predict_proba (a fitted calibrator or "
+                             f"classifier); got {estimator!r}")
+        check_is_fitted(estimator)
+        proba = check_scores(predict_proba(X), kind="probs", name="predict_proba(X)")
+        classes = getattr(estimator, "classes_", None)
+        _, codes = encode_labels(y, n_samples=proba.shape[0], n_classes=proba.shape[1],
+                                 classes=classes)
+        if classes is not None:
+            kwargs.setdefault("class_names", [str(c) for c in classes])
+        return cls.from_predictions(codes, proba, kind=kind, ax=ax, **kwargs)
 
 
 def _shown_classes(

@@ -18,11 +18,14 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
 
+from bayescal import DirichletCalibrator  # noqa: E402
 from bayescal.datasets import make_dirgen  # noqa: E402
 from bayescal.maps import dirlin_map, dirlin_to_canonical, temperature_map  # noqa: E402
 from bayescal.metrics import posterior_bands, reliability_table  # noqa: E402
 from bayescal.plots import (  # noqa: E402
+    ReliabilityDisplay,
     canonical_heatmap,
     confusion_change,
     forest_plot,
@@ -163,6 +166,83 @@ def test_posterior_reliability_diagram(data):
     labels = disp.axes[0].get_legend_handles_labels()[1]
     assert "90% posterior band (4 draws)" in labels
     _render(disp.figure)
+
+
+def _same_display(a, b) -> None:
+    """Two displays drew the same panels: classes, binned tables and bands."""
+    assert a.classes == b.classes and len(a.axes) == len(b.axes) == len(a.tables)
+    for ta, tb in zip(a.tables, b.tables, strict=True):
+        for field in ("edges", "counts", "mean_confidence", "accuracy"):
+            np.testing.assert_array_equal(getattr(ta, field), getattr(tb, field))
+    assert (a.bands is None) == (b.bands is None)
+    if a.bands is not None:
+        np.testing.assert_array_equal(a.bands.low, b.bands.low)
+        np.testing.assert_array_equal(a.bands.high, b.bands.high)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """A DirichletCalibrator fitted on 3-class scores, and held-out scores and labels."""
+    q, y, _, _ = make_dirgen(600, 3, rng=7)
+    cal = DirichletCalibrator().fit(q[:300], y[:300])
+    return cal, q[300:], y[300:]
+
+
+@pytest.mark.parametrize("kind", ["confidence", "classwise"])
+def test_display_from_predictions_is_reliability_diagram(kind):
+    q, y, _, _ = make_dirgen(400, 4, rng=3)
+    disp = ReliabilityDisplay.from_predictions(y, q, kind=kind, n_bins=N_BINS,
+                                               n_resamples=100, rng=0)
+    assert isinstance(disp, ReliabilityDisplay)
+    _same_display(disp, reliability_diagram(y, q, kind=kind, n_bins=N_BINS, n_resamples=100,
+                                            rng=0))
+    assert disp.figure is disp.axes[0].figure
+    _render(disp.figure)
+
+
+@pytest.mark.parametrize("kind", ["confidence", "classwise"])
+def test_display_from_estimator_is_from_predictions_of_its_proba(fitted, kind):
+    cal, q, y = fitted
+    disp = ReliabilityDisplay.from_estimator(cal, q, y, kind=kind, n_bins=N_BINS,
+                                             n_resamples=100, rng=0)
+    _same_display(disp, ReliabilityDisplay.from_predictions(
+        y, cal.predict_proba(q), kind=kind, n_bins=N_BINS, n_resamples=100, rng=0))
+    if kind == "classwise":  # one panel per class, titled by the estimator's classes_
+        assert disp.classes == [0, 1, 2] and len(disp.axes) == 3
+        assert [ax.get_title() for ax in disp.axes] == ["0", "1", "2"]
+    else:
+        assert disp.classes is None and len(disp.axes) == 1
+
+
+def test_display_from_estimator_maps_labels_through_classes(fitted):
+    _, q, y = fitted
+    names = np.array(["cat", "cow", "dog"])
+    cal = DirichletCalibrator().fit(q, names[y])
+    disp = ReliabilityDisplay.from_estimator(cal, q, names[y], kind="classwise", bands=False)
+    _same_display(disp, ReliabilityDisplay.from_predictions(
+        y, cal.predict_proba(q), kind="classwise", bands=False))
+    assert [ax.get_title() for ax in disp.axes] == ["cat", "cow", "dog"]
+    disp = ReliabilityDisplay.from_estimator(cal, q, names[y], class_names=["C", "O", "D"],
+                                             kind="classwise", bands=False)
+    assert [ax.get_title() for ax in disp.axes] == ["C", "O", "D"]
+    with pytest.raises(ValueError, match="bird"):
+        ReliabilityDisplay.from_estimator(cal, q, np.where(y == 0, "bird", names[y]))
+
+
+def test_display_from_estimator_needs_a_fitted_classifier(fitted):
+    _, q, y = fitted
+    with pytest.raises(NotFittedError):
+        ReliabilityDisplay.from_estimator(DirichletCalibrator(), q, y)
+    with pytest.raises(ValueError, match="must have predict_proba.*'identity'"):
+        ReliabilityDisplay.from_estimator("identity", q, y)
+
+
+def test_display_uses_given_axes(fitted):
+    cal, q, y = fitted
+    fig, axes = plt.subplots(1, 3)
+    disp = ReliabilityDisplay.from_estimator(cal, q, y, kind="classwise", ax=axes,
+                                             bands=False)
+    assert list(disp.axes) == list(axes) and disp.figure is fig
 
 
 def test_simplex_map():
@@ -341,6 +421,10 @@ def test_import_bayescal_does_not_import_matplotlib():
         (lambda q, y: forest_plot(np.ones((5, 2)), diagnostics="yes"),
          "diagnostics must be one of"),
         (lambda q, y: reliability_diagram(y, q, histogram=None), "histogram must be one of"),
+        (lambda q, y: ReliabilityDisplay.from_predictions(y, q, kind="class"),
+         "kind must be one of"),
+        (lambda q, y: ReliabilityDisplay.from_predictions(y, q, n_bins=0), "n_bins .*got 0"),
+        (lambda q, y: ReliabilityDisplay.from_predictions(y + 3, q), r"outside .*\[3, 4, 5\]"),
     ],
 )
 def test_plot_input_errors(call, match):
