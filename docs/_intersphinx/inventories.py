@@ -76,7 +76,7 @@ PROJECTS: dict[str, tuple[str, str, dict[str, tuple[str, str]]]] = {
            for name in (
             "base.clone", "calibration.calibration_curve", "model_selection.train_test_split",
             "model_selection.cross_val_predict", "pipeline.make_pipeline", "metrics.log_loss",
-            "metrics.brier_score_loss", "datasets.load_digits",
+            "metrics.brier_score_loss", "datasets.load_digits", "utils.validation.check_is_fitted",
         )},
         **{f"sklearn.base.BaseEstimator.{m}": (
             "method", "modules/generated/sklearn.base.BaseEstimator.html#$")
