@@ -15,6 +15,13 @@ log-loss is above the reference's is marked as worse than uncalibrated.
 The reliability diagrams of the reference and of the recommended method are
 always drawn.
 
+What each fit chose is said too: a row added with its fitted ``calibrator``
+gets a "fit" column (:func:`describe_fit`, e.g. "the data supported
+temperature scaling only (T=1.3)"), and a row whose fitted map is the map of
+an earlier row of its group (:func:`same_map`; e.g. matrix scaling on
+probabilities, which is the Dirichlet map) is noted "same map as NAME"
+instead of being listed as if it were another result.
+
 Matplotlib is imported only when a diagram is drawn, through its
 object-oriented API (no pyplot state, no display needed).
 """
@@ -46,9 +53,11 @@ __all__ = [
     "REFERENCE",
     "Report",
     "default_method",
+    "describe_fit",
     "format_table",
     "metric_row",
     "reliability_png",
+    "same_map",
 ]
 
 #: Label (last key) of the rows every other row of a group is compared with.
@@ -81,14 +90,17 @@ def default_method() -> str:
 
 
 def format_table(rows: Sequence[Mapping[str, object]], *, keys: Sequence[str],
-                 notes: Sequence[str] | None = None) -> str:
-    """Plain-text table: the ``keys`` columns (labels), the metrics, then ``notes`` if given."""
+                 notes: Sequence[str] | None = None,
+                 fits: Sequence[str] | None = None) -> str:
+    """Plain-text table: the ``keys`` columns (labels), the metrics, then ``notes`` and
+    ``fits`` (what each fit chose, :func:`describe_fit`) if given."""
     heads = list(keys) + [m for m, _, _ in METRICS]
     cells = [[str(r[k]) for k in keys] + [f"{float(r[m]):.4f}" for m, _, _ in METRICS]
              for r in rows]
-    if notes is not None:
-        heads.append("note")
-        cells = [c + [n] for c, n in zip(cells, notes, strict=True)]
+    for head, column in (("note", notes), ("fit", fits)):
+        if column is not None:
+            heads.append(head)
+            cells = [c + [n] for c, n in zip(cells, column, strict=True)]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h)
               for i, h in enumerate(heads)]
     nk = len(keys)
@@ -101,6 +113,220 @@ def format_table(rows: Sequence[Mapping[str, object]], *, keys: Sequence[str],
     out = [line(heads), "  ".join("-" * w for w in widths)]
     out += [line(c) for c in cells]
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------
+# what a fit chose, and which fits are one map
+# ---------------------------------------------------------------------------
+#: The groups of the structured penalty, as a reader names them.
+_GROUP_WORDS = {"reg_lambda": "off-diagonal", "reg_diag": "scales", "reg_mu": "biases"}
+
+
+def _num(value: float) -> str:
+    """Three significant digits; whole thousands written out (1000, not 1e+03)."""
+    value = float(value)
+    return f"{value:.0f}" if 1e3 <= abs(value) < 1e5 and value == round(value) else f"{value:.3g}"
+
+
+def _cv_words(cv: object) -> str:
+    return f"{cv}-fold cross-validation" if isinstance(cv, int) else "cross-validation"
+
+
+def _describe_structured(est: object, groups: tuple[str, ...], *, chosen: bool) -> str:
+    """The structured penalty's choice: temperature scaling only, or what it let free."""
+    from bayescal.structured import FULL_AUTO_MAX_K
+
+    lead = "the data supported " if chosen else ""
+    T = _num(est.temperature_)
+    values = {g: float(getattr(est, f"{g}_")) for g in groups}
+    pinned = [g for g in groups if np.isinf(values[g])]
+    if len(pinned) == len(groups):
+        return f"{lead}temperature scaling only (T={T})"
+    free = [g for g in groups if g not in pinned]
+    if "reg_lambda" in free:
+        shape = "a full map"
+    else:
+        shape = {("reg_diag", "reg_mu"): "per-class scales and biases",
+                 ("reg_diag",): "per-class scales", ("reg_mu",): "per-class biases"}[tuple(free)]
+    text = (f"{lead}{shape} around temperature scaling (T={T}; "
+            + ", ".join(f"{g}={_num(values[g])}" for g in free))
+    if pinned == ["reg_lambda"] and chosen and est.n_features_in_ > FULL_AUTO_MAX_K:
+        return text + f"; off-diagonal not fitted beyond k = {FULL_AUTO_MAX_K})"
+    if pinned:
+        text += "; " + " and ".join(_GROUP_WORDS[g] for g in pinned) + " pinned"
+    return text + ")"
+
+
+def _describe_full(est: object) -> str:
+    """A :class:`~bayescal.DirichletCalibrator` or :class:`~bayescal.MatrixScaler` fit."""
+    if est.reg == "structured":
+        text = _describe_structured(est, ("reg_lambda", "reg_diag", "reg_mu"),
+                                    chosen=getattr(est, "selection_", None) is not None)
+    elif est.reg == "none":
+        text = "a full map, unpenalised (maximum likelihood)"
+    else:
+        strengths = [f"reg_lambda={_num(est.reg_lambda_)}"]
+        if est.reg == "odir":
+            strengths.append(f"reg_mu={_num(est.reg_mu_)}")
+        if getattr(est, "cv_results_", None) is not None:
+            strengths.append(f"chosen by {_cv_words(est.cv)}")
+        penalty = ("ODIR penalty" if est.reg == "odir" else "L2 penalty towards "
+                   + ("W = 0" if est.center == "zero" else "W = I"))
+        text = f"a full map, {penalty} ({', '.join(strengths)})"
+    coefs = getattr(est, "coefs_", None)
+    if coefs is not None:
+        text += f", average of {len(coefs)} fold maps"
+    return text
+
+
+def _describe_generative(est: object) -> str:
+    """A :class:`~bayescal.GenerativeDirichletCalibrator` fit: its prior, or none."""
+    nu = est.prior_strength_
+    if nu is None:
+        return "class-conditional Dirichlets by maximum likelihood"
+    plural = "" if nu == 1 else "s"
+    if not (isinstance(est.prior, str) and est.prior == "auto"):
+        return (f"class-conditional Dirichlets with a prior of {nu:g} pseudo-sample{plural} "
+                "per class")
+    # the "auto" prior's centre is the DirGen model of temperature scaling: 1 + e_j / T
+    T = _num(1.0 / (float(est.prior_center_[0, 0]) - 1.0))
+    if np.isinf(nu):
+        return f"the data supported temperature scaling only (T={T})"
+    return (f"the data supported class-conditional Dirichlets with a prior of {nu:g} "
+            f"pseudo-sample{plural} per class around temperature scaling (T={T})")
+
+
+def describe_fit(calibrator: object) -> str:
+    """One line of plain English on what a fitted calibrator chose.
+
+    Read from the estimator's fitted attributes (nothing is refitted): the
+    temperature, the penalty strengths kept (``inf`` pins a group at
+    temperature scaling), the prior strength of the generative fit, the
+    probability floor when it is not :data:`bayescal.EPS`. "The data
+    supported" marks a choice made from the data (strengths ``"auto"``).
+
+    Parameters
+    ----------
+    calibrator : fitted calibrator
+        Any calibrator of :data:`bayescal.calibrators.registry.METHODS`, as
+        :func:`~bayescal.calibrators.registry.make_calibrator` builds it or
+        as :func:`bayescal.load` reads it.
+
+    Returns
+    -------
+    str
+        E.g. ``"the data supported temperature scaling only (T=1.3)"`` or
+        ``"the data supported a full map around temperature scaling (T=8.06;
+        reg_lambda=0.429, reg_diag=0.452, reg_mu=0.515)"``.
+
+    Examples
+    --------
+    >>> from bayescal import TemperatureScaler, make_dirgen, log_features
+    >>> from bayescal.report import describe_fit
+    >>> q, y, _, _ = make_dirgen(300, 3, rng=0)
+    >>> describe_fit(TemperatureScaler().fit(log_features(q), y))
+    'temperature scaling (T=2.6)'
+    """
+    from bayescal._validation import EPS
+    from bayescal.calibrators import (
+        DirichletCalibrator,
+        GenerativeDirichletCalibrator,
+        TemperatureScaler,
+        VectorScaler,
+    )
+    from bayescal.calibrators.ovr import OneVsRestCalibratorMixin
+    from bayescal.calibrators.registry import ProbsToLogits
+
+    est = calibrator.estimator_ if isinstance(calibrator, ProbsToLogits) else calibrator
+    if hasattr(est, "idata_"):  # Bayesian: a posterior, not one map
+        return (f"posterior average ({getattr(est, 'prior', '?')} prior, sampler "
+                f"{getattr(est, 'sampler_', '?')})")
+    if isinstance(est, TemperatureScaler):
+        text = f"temperature scaling (T={_num(est.temperature_)})"
+    elif isinstance(est, VectorScaler):
+        if est.reg == "none":
+            text = "per-class scales and biases, unpenalised (maximum likelihood)"
+        else:
+            text = _describe_structured(est, ("reg_diag", "reg_mu"), chosen=(
+                est.reg_diag in ("auto", None) or est.reg_mu == "auto"))
+    elif isinstance(est, DirichletCalibrator):  # MatrixScaler too
+        text = _describe_full(est)
+    elif isinstance(est, GenerativeDirichletCalibrator):
+        text = _describe_generative(est)
+    elif isinstance(est, OneVsRestCalibratorMixin):
+        kind = {"SigmoidCalibrator": "a sigmoid", "BetaCalibrator": "a beta map",
+                "IsotonicCalibrator": "an isotonic map",
+                "BinningCalibrator": f"{getattr(est, 'n_bins', '?')} bins"}.get(
+                    type(est).__name__, type(est).__name__)
+        return f"one-vs-rest: {kind} per class, renormalised"
+    else:
+        return type(est).__name__
+    floor = getattr(calibrator, "eps_", getattr(calibrator, "eps", EPS))
+    raw = getattr(est, "_feature_space", "") == "raw" and est.input == "logits"
+    if isinstance(floor, float) and floor != EPS and not raw:
+        text += f", probability floor {floor:.2g}"
+    return text
+
+
+def _linear_map(calibrator: object) -> tuple[tuple[object, ...], np.ndarray, np.ndarray] | None:
+    """``(features, W, b)`` of a fitted map ``softmax(W x + b)``, or None.
+
+    ``features`` names what ``x`` is (the kind of scores and the probability
+    floor of ``x = max(ln q, ln eps)``, or raw logits); ``W`` and ``b`` are
+    centred (column means of ``W``, the mean of ``b`` removed), which removes
+    exactly the shifts that change no prediction. None for a calibrator that
+    is not one such map (one-vs-rest, a posterior, an average of fold maps).
+    """
+    from bayescal.calibrators._base import FamilyCalibratorMixin
+    from bayescal.calibrators.registry import ProbsToLogits
+
+    def single(est: object) -> bool:
+        return (isinstance(est, FamilyCalibratorMixin) and not hasattr(est, "coefs_")
+                and not hasattr(est, "idata_") and hasattr(est, "coef_"))
+
+    if isinstance(calibrator, ProbsToLogits):  # x = max(ln q, ln eps) as logits
+        inner = calibrator.estimator_
+        if not single(inner):
+            return None
+        features: tuple[object, ...] = ("probs", float(calibrator.eps))
+        W, b = inner.coef_, inner.intercept_
+    elif single(calibrator):
+        if calibrator._feature_space == "raw" and calibrator.input == "logits":
+            features = ("logits", "raw")
+        else:
+            eps = getattr(calibrator, "eps_", calibrator.eps)
+            features = (calibrator.input, float(eps))
+        W, b = calibrator.coef_, calibrator.intercept_
+    else:
+        return None
+    W, b = np.asarray(W, dtype=float), np.asarray(b, dtype=float)
+    return features, W - W.mean(axis=0), b - b.mean()
+
+
+def _maps_equal(a: tuple | None, b: tuple | None, rtol: float) -> bool:
+    if a is None or b is None or a[0] != b[0] or a[1].shape != b[1].shape:
+        return False
+    scale = max(float(np.abs(p).max(initial=0.0)) for p in (*a[1:], *b[1:]))
+    diff = max(float(np.abs(a[1] - b[1]).max()), float(np.abs(a[2] - b[2]).max()))
+    return diff <= rtol * scale
+
+
+def same_map(a: object, b: object, *, rtol: float = 1e-9) -> bool:
+    """Whether two fitted calibrators are the same map ``softmax(W x + b)``.
+
+    True when both are single maps of the Dirichlet family on the same
+    features (the same kind of scores and probability floor) whose
+    coefficients agree to ``rtol`` relative to the largest, after removing
+    the shifts that change no prediction (one vector added to every row of
+    ``W``, one constant to ``b``). On probabilities, for instance,
+    :class:`~bayescal.MatrixScaler` fits the features ``ln q`` of
+    :class:`~bayescal.DirichletCalibrator` and is the same map; and every
+    fit that chose temperature scaling only is the map of
+    :class:`~bayescal.TemperatureScaler` on the same features. One-vs-rest
+    calibrators, posteriors and averages of fold maps are never "the same
+    map".
+    """
+    return _maps_equal(_linear_map(a), _linear_map(b), rtol)
 
 
 def _draw_reliability(ax, y: ArrayLike, proba: ArrayLike, *, n_bins: int, title: str) -> None:
@@ -183,6 +409,10 @@ class Report:
         plus every metric.
     images : dict of str to bytes
         PNG files by file name.
+    fits : list of str
+        What the fit of each row chose (:func:`describe_fit`; ``""`` for a
+        row added without its ``calibrator``), shown as the "fit" column when
+        any row has one.
     notes : list of str
         Paragraphs shown under the title.
     recommended : str or None
@@ -197,22 +427,31 @@ class Report:
     images: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     recommended: str | None = field(default_factory=default_method)
+    fits: list[str] = field(default_factory=list, init=False)
+    _maps: list[object] = field(default_factory=list, init=False, repr=False)
     _image_rows: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _sizes: list[int] = field(default_factory=list, init=False, repr=False)
 
     def add(self, y: ArrayLike, proba: ArrayLike, *, image: str | None = None,
-            **labels: object) -> dict[str, object]:
+            calibrator: object = None, **labels: object) -> dict[str, object]:
         """Add a metric row and, with ``image`` (a PNG file name), its reliability diagram.
 
         Rows of the reference and of the recommended method always get a
-        diagram (named from their labels when ``image`` is None).
+        diagram (named from their labels when ``image`` is None). With the
+        fitted ``calibrator`` that gave ``proba``, the row says what its fit
+        chose (:attr:`fits`) and whether its map is that of another row
+        (:meth:`verdicts`).
         """
         missing = [k for k in self.keys if k not in labels]
         if missing:
             raise ValueError(f"Report.add needs the labels {self.keys}; missing {missing}")
         row: dict[str, object] = {k: labels[k] for k in self.keys}
         row.update(metric_row(y, proba))
+        fit = describe_fit(calibrator) if calibrator is not None else ""
+        linear = _linear_map(calibrator) if calibrator is not None else None
         self.rows.append(row)
+        self.fits.append(fit)
+        self._maps.append(linear)
         self._sizes.append(int(np.shape(y)[0]))
         if image is None and self._role(row) in ("recommended", "reference"):
             image = " - ".join(str(labels[k]) for k in self.keys).replace(" ", "_") + ".png"
@@ -249,25 +488,43 @@ class Report:
 
     def verdicts(self) -> list[str]:
         """One note per row of :attr:`rows`: ``"recommended"``, ``"reference"``,
-        ``"worse than uncalibrated (log-loss +x%)"`` or ``""``."""
+        ``"worse than uncalibrated (log-loss +x%)"``, ``"same map as NAME"``
+        (its fitted map is that of the first row of its group, in display
+        order, with the same map: :func:`same_map`) or ``""``, joined by
+        ``"; "``."""
         ref = {self._group(r): float(r["log-loss"]) for r in self.rows
                if self._role(r) == "reference"}
+        first_of: dict[int, int] = {}
+        shown: dict[object, list[int]] = {}
+        for i in self.order():
+            earlier = shown.setdefault(self._group(self.rows[i]), [])
+            match = next((j for j in earlier if _maps_equal(self._maps[j], self._maps[i], 1e-9)),
+                         None)
+            if match is not None:
+                first_of[i] = match
+            earlier.append(i)
         out = []
-        for r in self.rows:
+        for i, r in enumerate(self.rows):
             role = self._role(r)
             base = ref.get(self._group(r))
             parts = [] if role == "other" else [role]
             if role != "reference" and base is not None and float(r["log-loss"]) > base:
                 parts.append(f"worse than uncalibrated (log-loss "
                              f"{100 * (float(r['log-loss']) / base - 1):+.1f}%)")
+            if i in first_of:
+                parts.append(f"same map as {self.rows[first_of[i]][self.keys[-1]]}")
             out.append("; ".join(parts))
         return out
+
+    def _fit_column(self) -> bool:
+        return any(self.fits)
 
     def table(self) -> str:
         """The metric table as plain text, in display order, with the notes column."""
         order, notes = self.order(), self.verdicts()
+        fits = [self.fits[i] for i in order] if self._fit_column() else None
         return format_table([self.rows[i] for i in order], keys=self.keys,
-                            notes=[notes[i] for i in order])
+                            notes=[notes[i] for i in order], fits=fits)
 
     def _caption(self, image: str) -> str:
         i = self._image_rows[image]
@@ -286,8 +543,10 @@ class Report:
                 vals = [float(r[name]) for r in self.rows if self._group(r) == g]
                 best[g, name] = min(vals) if lower else max(vals)
         notes_col = self.verdicts()
+        with_fit = self._fit_column()
         head = "".join(f"<th>{esc(h)}</th>"
-                       for h in [*self.keys, *(m for m, _, _ in METRICS), "note"])
+                       for h in [*self.keys, *(m for m, _, _ in METRICS), "note",
+                                 *(["fit"] if with_fit else [])])
         body, previous = [], object()
         for i in self.order():
             r = self.rows[i]
@@ -298,6 +557,8 @@ class Report:
                 cls = "num best" if top else "num"
                 cells.append(f'<td class="{cls}">{v:.4f}</td>')
             cells.append(f'<td class="note">{esc(notes_col[i])}</td>')
+            if with_fit:
+                cells.append(f'<td class="note">{esc(self.fits[i])}</td>')
             classes = [self._role(r)]
             if "worse than uncalibrated" in notes_col[i]:
                 classes.append("worse")
@@ -326,6 +587,14 @@ class Report:
         calibrated = sum(self._role(r) != "reference" for r in self.rows)
         count = (f"<p>{worse} of {calibrated} calibrated rows are worse than uncalibrated.</p>"
                  if any(self._role(r) == "reference" for r in self.rows) and calibrated else "")
+        fit_text = (
+            "<p>fit: what each calibrator's fit chose, read from the fitted estimator (the "
+            "temperature T; the penalty strengths it kept, in the units of the estimator's "
+            "parameters of the same names, a group at temperature scaling being pinned; "
+            "\"the data supported\": chosen from the calibration data). \"Same map as "
+            "NAME\": the row's fitted map is that row's map (the same coefficients, to "
+            "1e-9), so its numbers are that row's, not a second result.</p>"
+            if with_fit else "")
         diagrams = (
             "<p>Each diagram shows the top-label confidence on the test rows: dots, the "
             "observed accuracy of each bin against its mean confidence (on the dotted "
@@ -340,18 +609,21 @@ class Report:
             f"<h1>{esc(self.title)}</h1>{notes}"
             f"<h2>Metrics</h2>{rec}{count}<p>Lower is better for {esc(lower)}; higher for "
             f"accuracy. Bold: best in the column{per_group}. ECE: confidence ECE, 15 "
-            "equal-width bins.</p>"
+            f"equal-width bins.</p>{fit_text}"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             f"<h2>Reliability diagrams</h2>{diagrams}{''.join(figs)}</body></html>\n"
         )
 
     def csv(self) -> str:
-        """``metrics.csv``: the rows in display order (keys, metrics, the :meth:`verdicts` note)."""
-        notes = self.verdicts()
-        lines = [",".join([*self.keys, *(m for m, _, _ in METRICS), "note"])]
+        """``metrics.csv``: the rows in display order (keys, metrics, the :meth:`verdicts` note,
+        and :attr:`fits` as ``fit`` when a row has one)."""
+        notes, with_fit = self.verdicts(), self._fit_column()
+        lines = [",".join([*self.keys, *(m for m, _, _ in METRICS), "note",
+                           *(["fit"] if with_fit else [])])]
         lines += [",".join([*(_csv(self.rows[i][k]) for k in self.keys),
                             *(repr(float(self.rows[i][m])) for m, _, _ in METRICS),
-                            _csv(notes[i])]) for i in self.order()]
+                            _csv(notes[i]), *([_csv(self.fits[i])] if with_fit else [])])
+                  for i in self.order()]
         return "\n".join(lines) + "\n"
 
     def files(self) -> dict[str, bytes]:

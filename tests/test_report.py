@@ -102,3 +102,150 @@ def test_report_without_reference_or_recommendation(scores):
     assert rep.verdicts() == [""] and rep.images == {}
     assert "Recommended:" not in rep.html()
     assert np.isfinite(float(rep.rows[0]["log-loss"]))
+
+
+# -- what each fit chose, and fits that are one map -------------------------
+FAMILY = ("dirichlet", "generative", "temperature", "vector", "matrix")
+
+
+@pytest.fixture(scope="module")
+def temperature_data():
+    """Probabilities whose labels follow temperature scaling (T = 2) exactly: every
+    default of the family keeps to one temperature on them (seed checked)."""
+    from bayescal.maps import softmax
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(0.0, 3.0, (200, 3))
+    y = (rng.random(200)[:, None] > np.cumsum(softmax(z / 2.0), axis=1)).sum(axis=1)
+    return softmax(z), y
+
+
+def _fits(q, y, methods=FAMILY):
+    from bayescal.calibrators.registry import make_calibrator
+
+    return {m: make_calibrator(m).fit(q, y) for m in methods}
+
+
+def test_describe_fit_temperature_scaling_only(temperature_data):
+    from bayescal.report import describe_fit
+
+    fits = _fits(*temperature_data)
+    T = fits["temperature"].estimator_.temperature_
+    assert describe_fit(fits["temperature"]) == f"temperature scaling (T={T:.3g})"
+    for m in ("dirichlet", "vector", "matrix", "generative"):
+        text = describe_fit(fits[m])
+        assert text.startswith("the data supported temperature scaling only (T="), (m, text)
+        assert f"T={T:.3g}" in text, (m, text)
+
+
+def test_describe_fit_full_map_names_the_strengths(scores):
+    from bayescal import DirichletCalibrator, MatrixScaler
+    from bayescal.report import describe_fit
+
+    q, y = scores
+    for est in (DirichletCalibrator().fit(q, y), MatrixScaler(input="probs").fit(q, y)):
+        assert np.isfinite([est.reg_lambda_, est.reg_diag_, est.reg_mu_]).all()  # data as seeded
+        text = describe_fit(est)
+        assert text.startswith("the data supported a full map around temperature scaling "
+                               f"(T={est.temperature_:.3g}; "), text
+        for name in ("reg_lambda", "reg_diag", "reg_mu"):
+            assert f"{name}={getattr(est, name + '_'):.3g}" in text
+        assert "pinned" not in text
+    odir = DirichletCalibrator(reg="odir", reg_lambda=1e-3, reg_mu=1e-2).fit(q, y)
+    assert describe_fit(odir) == "a full map, ODIR penalty (reg_lambda=0.001, reg_mu=0.01)"
+    l2 = DirichletCalibrator(reg="l2", cv=3).fit(q, y)
+    assert describe_fit(l2) == (f"a full map, L2 penalty towards W = 0 (reg_lambda="
+                                f"{l2.reg_lambda_:.3g}, chosen by 3-fold cross-validation)")
+    assert describe_fit(DirichletCalibrator(reg="none").fit(q, y)) == (
+        "a full map, unpenalised (maximum likelihood)")
+
+
+def test_describe_fit_vector_and_generative(scores):
+    from bayescal import GenerativeDirichletCalibrator, VectorScaler, log_features
+    from bayescal.report import describe_fit
+
+    q, y = scores
+    vec = VectorScaler().fit(log_features(q), y)
+    text = describe_fit(vec)
+    if np.isinf(vec.reg_diag_) and np.isinf(vec.reg_mu_):
+        assert text.startswith("the data supported temperature scaling only"), text
+    else:
+        assert text.startswith("the data supported per-class"), text
+        assert f"T={vec.temperature_:.3g}" in text and "off-diagonal" not in text
+    assert describe_fit(VectorScaler(reg="none").fit(log_features(q), y)) == (
+        "per-class scales and biases, unpenalised (maximum likelihood)")
+    gen = GenerativeDirichletCalibrator().fit(q, y)
+    assert np.isfinite(gen.prior_strength_)  # data as seeded
+    text = describe_fit(gen)
+    assert text.startswith("the data supported class-conditional Dirichlets with a prior of "
+                           f"{gen.prior_strength_:g} pseudo-sample"), text
+    assert "around temperature scaling (T=" in text
+    assert describe_fit(GenerativeDirichletCalibrator(prior=None).fit(q, y)) == (
+        "class-conditional Dirichlets by maximum likelihood")
+    assert describe_fit(GenerativeDirichletCalibrator(prior=10.0).fit(q, y)) == (
+        "class-conditional Dirichlets with a prior of 10 pseudo-samples per class")
+
+
+def test_same_map_up_to_the_shifts_that_change_no_prediction(scores):
+    import copy
+
+    from bayescal.report import same_map
+
+    q, y = scores
+    fits = _fits(q, y, ("dirichlet", "matrix", "temperature"))
+    # on probabilities matrix scaling acts on ln q: the Dirichlet map, mathematically
+    assert same_map(fits["matrix"], fits["dirichlet"])
+    assert not same_map(fits["dirichlet"], fits["temperature"])
+    shifted = copy.deepcopy(fits["dirichlet"])
+    shifted.coef_ = shifted.coef_ + np.array([0.3, -1.0, 2.0])  # v added to every row of W
+    shifted.intercept_ = shifted.intercept_ + 5.0
+    assert same_map(shifted, fits["dirichlet"])
+    shifted.coef_[0, 1] *= 1 + 1e-6
+    assert not same_map(shifted, fits["dirichlet"])
+    floor = copy.deepcopy(fits["dirichlet"])
+    floor.eps_ = 1e-3  # the same coefficients on other features: another map
+    assert not same_map(floor, fits["dirichlet"])
+
+
+def test_report_says_what_each_fit_chose_and_which_are_one_map(temperature_data, scores):
+    from bayescal.report import describe_fit, same_map
+
+    data = {"ts": temperature_data, "dirgen": scores}
+    fitted = {clf: _fits(q, y) for clf, (q, y) in data.items()}
+    rep = Report(title="t", keys=["classifier", "method"], recommended="dirichlet")
+    for clf, (q, y) in data.items():
+        rep.add(y, q, classifier=clf, method=REFERENCE)
+        for m, est in fitted[clf].items():
+            rep.add(y, est.predict_proba(q), classifier=clf, method=m, calibrator=est)
+    assert rep.fits[0] == "" and rep.fits[1] == describe_fit(fitted["ts"]["dirichlet"])
+    notes = dict(zip(((r["classifier"], r["method"]) for r in rep.rows), rep.verdicts(),
+                     strict=True))
+    order = ["dirichlet", *(m for m in FAMILY if m != "dirichlet")]  # display order
+    for clf, fits in fitted.items():
+        for i, m in enumerate(order):
+            first = next((e for e in order[:i] if same_map(fits[e], fits[m])), None)
+            note = notes[clf, m]
+            if first is None:
+                assert "same map" not in note, (clf, m, note)
+            else:
+                assert f"same map as {first}" in note, (clf, m, note)
+    # mathematically one map: matrix scaling on probabilities is dirichlet, in every group
+    assert "same map as dirichlet" in notes["ts", "matrix"]
+    assert "same map as dirichlet" in notes["dirgen", "matrix"]
+    # temperature, vector and generative keep to one temperature on these data: one map
+    assert "same map as" in notes["ts", "vector"] and "same map as" in notes["ts", "generative"]
+    # a full map is not temperature scaling: no note
+    assert "same map" not in notes["dirgen", "temperature"]
+    table = rep.table()
+    assert table.splitlines()[0].split()[-2:] == ["note", "fit"]
+    assert "the data supported temperature scaling only" in table
+    html = rep.html()
+    assert "<th>fit</th>" in html and "same map as dirichlet" in html
+    assert rep.csv().splitlines()[0].endswith(",note,fit")
+
+
+def test_report_without_calibrators_has_no_fit_column(scores):
+    rep = _report(scores)
+    assert rep.fits == [""] * len(rep.rows)
+    assert "fit" not in rep.table().splitlines()[0].split()
+    assert "<th>fit</th>" not in rep.html() and rep.csv().splitlines()[0].endswith(",note")
