@@ -301,7 +301,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         proba = check_output_probs(proba, n_rows=data.scores.shape[0],
                                    where=f"{args.model} applied to {args.scores}")
         report.add(data.y, proba, image="reliability_calibrated.png",
-                   scores=f"calibrated ({name})")
+                   scores=f"calibrated ({name})", calibrator=model)
         diagnostics = _posterior_diagnostics(model)
         if diagnostics:
             report.notes.append(diagnostics)
@@ -383,7 +383,7 @@ def _demo(args: argparse.Namespace) -> int:
         except (ImportError, ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
             problems.append(f"{clf_name} / {method} not run: {type(exc).__name__}: {exc}")
             continue
-        report.add(y_te, p, classifier=clf_name, method=method)
+        report.add(y_te, p, classifier=clf_name, method=method, calibrator=est)
     report.notes.extend(problems)
     print(report.table())
     for line in problems:

@@ -410,6 +410,28 @@ def test_demo_small(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert len(rows) == 1 + 3 * 3  # header + 3 classifiers x (uncalibrated + 2 methods)
 
 
+def test_demo_and_evaluate_say_what_each_fit_chose(tmp_path: Path, files: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    assert main(["demo", "--methods", "dirichlet", "matrix", "--report", str(tmp_path / "d"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[-2:] == ["note", "fit"]
+    # on probabilities matrix scaling is the Dirichlet map: said once per classifier
+    matrix = [line for line in out.splitlines() if "  matrix  " in line]
+    assert len(matrix) == 3 and all("same map as dirichlet" in line for line in matrix)
+    assert out.count("the data supported") == 6
+    assert "same map as dirichlet" in (tmp_path / "d" / "report.html").read_text()
+    assert main(["fit", str(files / "train.npz"), "--method", "temperature",
+                 "-o", str(files / "t.json")]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(files / "test.npz"), "--model", str(files / "t.json"),
+                 "--report", str(files / "rep")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("calibrated (temperature)"))
+    assert "temperature scaling (T=" in line
+    assert (files / "rep" / "metrics.csv").read_text().splitlines()[0].endswith(",note,fit")
+
+
 @pytest.mark.parametrize(("param", "message"), [
     ("reg_lambda", "--param must look like NAME=VALUE; got 'reg_lambda'"),
     ("not_a_param=1", "has no parameter(s) ['not_a_param']"),
