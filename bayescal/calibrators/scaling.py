@@ -1,11 +1,13 @@
 r"""Temperature and vector scaling (Guo et al. 2017), solved exactly.
 
 Drop-in replacements for ``tuiml.uncertainty.TemperatureScaler`` and
-``VectorScaler``: the same constructor signatures, attributes and methods, but
-both reach the exact optimum of the calibration log-loss with Newton's method
+``VectorScaler``: the same positional parameters, attributes and methods, but
+both reach the exact optimum of their objective with Newton's method
 (:func:`bayescal.optimize.fit_multinomial`, structures ``"scalar"`` and
 ``"diagonal"``), where the reference uses a golden-section search and
-fixed-step gradient descent.
+fixed-step gradient descent. By default ``VectorScaler`` penalises its fit
+towards temperature scaling (``reg="structured"``); ``reg="none"`` minimises
+the reference's objective, the plain calibration log-loss.
 
 Input convention. Both scalers take **logits**. They do not guess whether the
 scores are probabilities (no value sniffing): to calibrate probabilities
