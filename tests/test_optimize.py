@@ -199,6 +199,26 @@ def test_objective_no_worse_than_scipy_lbfgs(cifar10, structure, pen_name):
 
 
 @pytest.mark.parametrize("structure", STRUCTURES)
+def test_cg_hessian_product_matches_exact_one(structure):
+    """CG's product (float32 for a full W) equals the exact float64 one to float32 rounding."""
+    from bayescal.optimize import _make_problem
+
+    rng = np.random.default_rng(3)
+    q, y, _, _ = make_dirgen(400, 12, rng=rng)
+    x = log_features(q)
+    pen = _penalties(12)["structured"]
+    prob = _make_problem(x, y, structure, pen, rng.uniform(0.5, 2.0, size=len(y)))
+    st = prob.state(rng.normal(scale=0.3, size=prob.m) + (1.0 if structure == "scalar" else 0))
+    for _ in range(3):
+        v = rng.normal(size=prob.m)
+        exact, cg = prob.hessp(st, v), prob.hessp_cg(st, v)
+        assert cg.dtype == np.float64
+        assert np.linalg.norm(cg - exact) <= 1e-5 * np.linalg.norm(exact)
+        if structure != "full":  # only a full W's products are worth float32
+            assert np.array_equal(cg, exact)
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
 @pytest.mark.parametrize("pen_name", ["odir", "l2-identity", "none"])
 def test_newton_cg_reaches_same_optimum(small, structure, pen_name):
     x, y = small
