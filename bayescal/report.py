@@ -325,6 +325,18 @@ def same_map(a: object, b: object, *, rtol: float = 1e-9) -> bool:
     :class:`~bayescal.TemperatureScaler` on the same features. One-vs-rest
     calibrators, posteriors and averages of fold maps are never "the same
     map".
+
+    Parameters
+    ----------
+    a, b : fitted calibrator
+        As for :func:`describe_fit`.
+    rtol : float, default=1e-9
+        Largest difference of the centred coefficients, relative to the
+        largest of them.
+
+    Returns
+    -------
+    bool
     """
     return _maps_equal(_linear_map(a), _linear_map(b), rtol)
 
