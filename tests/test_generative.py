@@ -251,3 +251,123 @@ def test_dask_fit_never_materialises_the_array(data, fitted, monkeypatch):
     cal = GenerativeDirichletCalibrator(prior=None).fit(qd, da.from_array(y, chunks=20_000))
     assert calls == [(5, 6)]
     np.testing.assert_allclose(cal.alpha_, fitted.alpha_, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------
+# streaming at the defaults (prior="auto")
+# ---------------------------------------------------------------------------
+def _overconfident(n, k=4, seed=3):
+    """Scores softmax(z) of labels drawn from softmax(z / 2): temperature scaling's model."""
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 3.0, size=(n, k))
+    y = (rng.random(n)[:, None] > np.cumsum(softmax(z / 2.0, axis=1), axis=1)).sum(axis=1)
+    return softmax(z, axis=1), np.minimum(y, k - 1)
+
+
+@pytest.fixture(scope="module")
+def overconfident():
+    return _overconfident(6000)
+
+
+def _stream(cal, q, y, sizes=(1, 1699, 2300)):
+    """partial_fit over uneven chunks (the first a single row)."""
+    bounds = np.cumsum((0, *sizes, len(y)))
+    bounds = np.minimum(bounds, len(y))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi > lo:
+            cal.partial_fit(q[lo:hi], y[lo:hi], classes=np.arange(q.shape[1]))
+    return cal
+
+
+def test_partial_fit_at_defaults_is_temperature_scaling_of_the_stream(overconfident):
+    from bayescal import TemperatureScaler, log_features
+
+    q, y = overconfident
+    cal = _stream(GenerativeDirichletCalibrator(), q, y)
+    assert cal.prior_strength_ == np.inf and cal.cv_results_ is None
+    assert cal.temperature_stats_.shape == (33, 3)
+    ts = TemperatureScaler().fit(log_features(q), y)
+    scale = cal.prior_center_[0, 0] - 1.0
+    assert scale == pytest.approx(1.0 / ts.temperature_, rel=1e-4)
+    np.testing.assert_allclose(cal.alpha_, 1.0 + scale * np.eye(4), rtol=1e-15)
+    np.testing.assert_allclose(cal.predict_proba(q[:500]), ts.predict_proba(log_features(q[:500])),
+                               atol=1e-5)
+    # the chunks do not matter, and the result is deterministic
+    once = GenerativeDirichletCalibrator().partial_fit(q, y)
+    np.testing.assert_allclose(once.alpha_, cal.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(once.intercept_, cal.intercept_, atol=1e-10)
+    again = _stream(GenerativeDirichletCalibrator(), q, y)
+    np.testing.assert_array_equal(again.alpha_, cal.alpha_)
+    np.testing.assert_array_equal(again.temperature_stats_, cal.temperature_stats_)
+
+
+def test_fit_and_partial_fit_agree_at_defaults_when_fit_chooses_temperature_scaling(
+    overconfident,
+):
+    q, y = overconfident
+    fit = GenerativeDirichletCalibrator().fit(q, y)
+    assert fit.prior_strength_ == np.inf  # the cross-validated choice on these data
+    stream = _stream(GenerativeDirichletCalibrator(), q, y)
+    np.testing.assert_allclose(stream.alpha_, fit.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(stream.intercept_, fit.intercept_, atol=1e-10)
+    np.testing.assert_allclose(stream.temperature_stats_, fit.temperature_stats_, rtol=1e-10)
+    np.testing.assert_allclose(stream.predict_proba(q), fit.predict_proba(q), atol=1e-10)
+    # partial_fit continues from fit's statistics (temperature ones included)
+    cont = GenerativeDirichletCalibrator().fit(q[:2500], y[:2500])
+    cont.partial_fit(q[2500:], y[2500:])
+    np.testing.assert_allclose(cont.alpha_, fit.alpha_, rtol=1e-10)
+    assert cont.cv_results_ is None
+
+
+def test_partial_fit_with_a_fixed_prior_equals_fit(overconfident):
+    q, y = overconfident
+    fit = GenerativeDirichletCalibrator(prior=10.0).fit(q, y)
+    stream = _stream(GenerativeDirichletCalibrator(prior=10.0), q, y)
+    assert fit.temperature_stats_ is None and stream.temperature_stats_ is None
+    np.testing.assert_allclose(stream.alpha_, fit.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(stream.intercept_, fit.intercept_, atol=1e-10)
+
+
+def test_partial_fit_at_defaults_after_chunks_without_temperature_statistics(overconfident):
+    q, y = overconfident
+    cal = GenerativeDirichletCalibrator(prior=10.0).partial_fit(q[:100], y[:100])
+    alpha = cal.alpha_.copy()
+    cal.set_params(prior="auto")
+    with pytest.raises(ValueError, match=r"prior='auto' .*temperature statistics .*fit\(\)"):
+        cal.partial_fit(q[100:200], y[100:200])
+    assert cal.class_count_.sum() == 100
+    np.testing.assert_array_equal(cal.alpha_, alpha)
+
+
+def test_dask_at_defaults_equals_the_numpy_stream(overconfident, monkeypatch):
+    da = import_extra("dask.array", "dask")
+    q, y = overconfident
+    stream = _stream(GenerativeDirichletCalibrator(), q, y)
+    qd, yd = da.from_array(q, chunks=(1300, 4)), da.from_array(y, chunks=1300)
+
+    def forbid(self, *args, **kwargs):
+        raise AssertionError("the dask array was materialised on the client")
+
+    monkeypatch.setattr(type(qd), "__array__", forbid)
+    cal = GenerativeDirichletCalibrator().fit(qd, yd)
+    assert cal.prior_strength_ == np.inf and cal.cv_results_ is None
+    np.testing.assert_allclose(cal.alpha_, stream.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(cal.temperature_stats_, stream.temperature_stats_, rtol=1e-10)
+    chunked = GenerativeDirichletCalibrator()
+    chunked.partial_fit(qd[:2000], yd[:2000]).partial_fit(qd[2000:], yd[2000:])
+    np.testing.assert_allclose(chunked.alpha_, stream.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(chunked.intercept_, stream.intercept_, atol=1e-10)
+
+
+def test_a_saved_stream_goes_on_after_loading(overconfident, tmp_path):
+    from bayescal.model_files import load_model, save_model
+
+    q, y = overconfident
+    whole = _stream(GenerativeDirichletCalibrator(), q, y)
+    half = GenerativeDirichletCalibrator().partial_fit(q[:3000], y[:3000])
+    back = load_model(save_model(half, tmp_path / "stream.json"))
+    np.testing.assert_array_equal(back.temperature_stats_, half.temperature_stats_)
+    back.partial_fit(q[3000:], y[3000:])
+    np.testing.assert_allclose(back.alpha_, whole.alpha_, rtol=1e-10)
