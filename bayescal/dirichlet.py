@@ -301,6 +301,24 @@ def _dask_sufficient_statistics(
     lives; only the ``k x (k + 1)`` results travel, and one ``compute`` runs the
     whole graph (no block of scores is gathered on the client).
     """
+    return _dask_reduce(scores, y, kind=kind, eps=eps)[0]
+
+
+def _dask_reduce(
+    scores: Any,
+    y: Any,
+    *,
+    kind: str,
+    eps: float,
+    feature_terms: Any = None,
+    terms_shape: tuple[int, int] = (0, 0),
+) -> tuple[SufficientStatistics, Array | None]:
+    """:func:`_dask_sufficient_statistics`, and optionally a second sum over the blocks.
+
+    ``feature_terms`` maps a block's validated features ``x`` (rows, k) to an
+    array of shape ``terms_shape``; its sum over the blocks is returned with
+    the statistics, from the same single ``dask.compute`` (``None`` without it).
+    """
     import dask.array as da  # optional dependency, imported only for Dask input
 
     if scores.ndim != 2 or scores.shape[1] < 2:
@@ -338,8 +356,29 @@ def _dask_sufficient_statistics(
         dtype=np.float64,
         meta=np.empty((0, 0, 0), dtype=np.float64),
     )
-    total = per_block.sum(axis=0).compute()
-    return SufficientStatistics(total[:, k].copy(), total[:, :k].copy())
+    if feature_terms is None:
+        total, terms = per_block.sum(axis=0).compute(), None
+    else:
+        import dask
+
+        def block_terms(s: NDArray, block_info: Any = None) -> NDArray:
+            lo, hi = block_info[0]["array-location"][0] if block_info else (0, s.shape[0])
+            try:
+                x = log_features(s, kind=kind, eps=eps)
+            except ValueError as exc:
+                raise ValueError(f"in rows {lo}..{hi - 1} of the dask array: {exc}") from exc
+            return np.asarray(feature_terms(x), dtype=np.float64)[None]
+
+        per_block_terms = da.map_blocks(
+            block_terms,
+            scores,
+            chunks=((1,) * scores.numblocks[0], (terms_shape[0],), (terms_shape[1],)),
+            new_axis=2,
+            dtype=np.float64,
+            meta=np.empty((0, 0, 0), dtype=np.float64),
+        )
+        total, terms = dask.compute(per_block.sum(axis=0), per_block_terms.sum(axis=0))
+    return SufficientStatistics(total[:, k].copy(), total[:, :k].copy()), terms
 
 
 def sufficient_statistics(
