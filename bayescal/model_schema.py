@@ -391,6 +391,8 @@ STATE_SCHEMAS: Mapping[str, StateSchema] = MappingProxyType({
             pi_=_f("float", "k", minimum=0.0, maximum=1.0, check=_check_pi),
             class_count_=_f("float", "k", minimum=0.0),
             feature_sum_=_f("float", "k", "k", maximum=0.0),
+            # prior="auto": sums of F, F', F'' at the 33 TEMPERATURE_NODES; None otherwise
+            temperature_stats_=_f("float", "nodes", 3, nullable=True),
             n_iter_=_f("int", minimum=0),
             converged_=_f("bool"),
             # k per-class fits, or none when prior="auto" chose temperature scaling
