@@ -11,6 +11,10 @@ them on every build, :func:`check_html`):
 * no page loads a script, style sheet, font or image from another host;
 * every page with math loads MathJax from the site itself, and the file exists;
 * every notebook page shows at least the figures its notebook draws;
+* no page shows TeX that MathJax will not typeset: a ``$...$`` formula or a
+  TeX command (``\\mathrm``, ``\\frac``, ...) outside the math containers,
+  code and scripts (:func:`raw_tex`; for instance a wrapped ``$...$`` whose
+  next line starts with ``+ `` and became a Markdown list item);
 * every public name (``bayescal.__all__``, ``bayescal.plots.__all__``,
   ``bayescal.bayes.__all__``) has an API page, and class pages list the
   methods inherited from scikit-learn.
@@ -102,6 +106,84 @@ def parse(path: Path) -> _Page:
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
     return page
+
+
+#: Elements whose text is not prose: MathJax's containers (``span.math``,
+#: ``div.math``: the ``\\(...\\)`` and ``\\[...\\]`` of Sphinx's mathjax
+#: extension), code, and what the browser does not show as text.
+_NOT_PROSE_TAGS = {"code", "pre", "kbd", "samp", "script", "style", "head", "textarea", "svg"}
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+              "source", "track", "wbr"}
+#: A ``$...$`` formula (no space inside either dollar, as in Markdown's dollarmath) or a
+#: TeX command or math delimiter, in prose.
+_RAW_TEX = re.compile(
+    r"\$(?=[^\s$])[^$\x00]{0,300}?(?<=[^\s$\\])\$"
+    r"|\\(?:mathrm|mathbf|mathcal|mathbb|operatorname|text|frac|tfrac|dfrac|sum|prod|int"
+    r"|ln|log|exp|sqrt|cdot|times|le|ge|ne|approx|sim|mid|in|infty|partial|nabla|left|right"
+    r"|Big|big|alpha|beta|gamma|Gamma|delta|lambda|mu|pi|sigma|tau|theta|hat|bar|tilde"
+    r"|begin|end)(?![A-Za-z])|\\[(\[]"
+)
+
+
+class _Prose(HTMLParser):
+    """The text a page shows outside math containers, code and scripts.
+
+    Runs of text are joined; a skipped element leaves ``\\x00`` in its place,
+    so a formula is never matched across a math container or a code span.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._open: list[tuple[str, bool]] = []  # (tag, starts a skipped region?)
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VOID_TAGS:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skip = tag in _NOT_PROSE_TAGS or "math" in classes
+        self._open.append((tag, skip))
+        if skip:
+            if self._skipping == 0:
+                self.parts.append("\x00")
+            self._skipping += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if not any(t == tag for t, _ in self._open):
+            return  # a void element, or a stray end tag
+        while True:  # also closes elements left open inside this one (<li>, <p>)
+            t, skip = self._open.pop()
+            self._skipping -= skip
+            if t == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._skipping == 0:
+            self.parts.append(data)
+
+
+def raw_tex(page: str) -> list[str]:
+    """Snippets of TeX in the prose of the HTML ``page``: each formula or command
+    that MathJax leaves as it is, with 40 characters either side."""
+    parser = _Prose()
+    parser.feed(page)
+    parser.close()
+    text = "".join(parser.parts)
+    windows: list[list[int]] = []
+    for match in _RAW_TEX.finditer(text):
+        start, end = max(match.start() - 40, 0), match.end() + 40
+        if windows and start <= windows[-1][1]:
+            windows[-1][1] = end  # one snippet for the TeX of one formula
+        else:
+            windows.append([start, end])
+    return [" ".join(text[a:b].replace("\x00", " ").split()) for a, b in windows]
+
+
+def check_tex(html: Path) -> list[str]:
+    """Problems: TeX shown as text on a page (see :func:`raw_tex`)."""
+    return [f"{path.relative_to(html).with_suffix('').as_posix()}: TeX not typeset: {s!r}"
+            for path in pages(html) for s in raw_tex(path.read_text(encoding="utf-8"))]
 
 
 def pages(html: Path) -> list[Path]:
@@ -197,7 +279,7 @@ def check_html(html: Path) -> list[str]:
             problems.append(f"{rel}: page missing")
     if not mathjax.is_file():
         problems.append(f"{mathjax.relative_to(html)} missing")
-    return problems + check_api(html)
+    return problems + check_tex(html) + check_api(html)
 
 
 # ---------------------------------------------------------------------------

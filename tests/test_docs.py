@@ -2,7 +2,8 @@
 
 One build per session (``tests/_docs_build.py``, shared with test_notebooks).
 The HTML checks are those of ``make docs-check`` (``docs/check_site.py``):
-no resource from another host, MathJax served by the site, every notebook
+no resource from another host, MathJax served by the site, no TeX left
+outside the math (a formula Markdown did not recognise), every notebook
 figure on its page, an API page for every public name with the methods
 inherited from scikit-learn. With Chromium and chromedriver installed, pages
 are also loaded in a headless browser to see the math typeset and no code cut
@@ -86,6 +87,36 @@ def test_docs_build_without_warnings(html) -> None:
 
 def test_built_html_passes_the_offline_checks(html) -> None:
     assert check_site().check_html(html) == []
+
+
+def test_raw_tex_finds_formulas_outside_math() -> None:
+    """The checker of unrendered TeX, on the markup of a broken and a sound page."""
+    raw_tex = check_site().raw_tex
+    # family.md before the fix: a wrapped `$...$` whose next line began with `+ b)$.`
+    # became a list item, and the `$` after it paired with the next formula's
+    broken = ('<p>and move the constant into $c = \\mathrm{softmax}(W \\ln(\\mathbf 1/k)</p>\n'
+              '<ul class="simple">\n<li><p>b)<span class="math notranslate nohighlight">'
+              '\\(. Two parameter sets give the same map \\)</span>A$.</p></li>\n</ul>')
+    found = raw_tex(broken)
+    assert len(found) == 1 and "$c = \\mathrm{softmax}" in found[0], found
+    assert raw_tex("<p>a stray <em>$W x + b$</em> formula</p>") == [
+        "a stray $W x + b$ formula"]
+    assert raw_tex("<p>the log-density \\ln q_i of a class</p>") != []
+    sound = ('<p>The map <span class="math notranslate nohighlight">\\(W x + b\\)</span> '
+             'costs $5 and $10 a day.</p>\n'
+             '<div class="math notranslate nohighlight">\n\\[\\frac{1}{n} \\sum_i \\ln q_i\\]'
+             '\n</div>\n<div class="highlight"><pre>$ echo $HOME</pre></div>\n'
+             '<p>Run <code class="docutils literal"><span class="pre">$x$</span></code>.'
+             '<br/><img src="a.png"/></p>\n<script>const s = "$x$ \\\\frac";</script>')
+    assert raw_tex(sound) == []
+
+
+def test_no_tex_outside_the_math(html) -> None:
+    """No page shows a formula or a TeX command that MathJax does not typeset."""
+    assert check_site().check_tex(html) == []
+    family = (html / "user_guide" / "family.html").read_text()
+    assert ('<span class="math notranslate nohighlight">\\(c = \\mathrm{softmax}'
+            '(W \\ln(\\mathbf 1/k) + b)\\)</span>') in family
 
 
 def test_api_pages_cover_every_export_with_inherited_methods(html) -> None:
