@@ -62,6 +62,12 @@ _METRICS: dict[str, Callable[[Any, Any], float]] = {
     "ece": expected_calibration_error,
     "accuracy": accuracy,
 }
+#: Axis labels and panel titles of the plots (the row keys are not for readers).
+_LABELS = {"log_loss": "log-loss", "classwise_ece": "classwise ECE", "ece": "ECE",
+           "accuracy": "accuracy", "map_tv": "distance to the true map (TV)",
+           "fit_seconds": "fit time (s)"}
+_SCENARIOS = {"dirgen": "Dirichlet scores (model right)",
+              "mixture": "Dirichlet-mixture scores (model wrong)"}
 
 
 def default_estimators(methods: Iterable[str] = DEFAULT_METHODS) -> dict[str, Any]:
@@ -361,10 +367,10 @@ def plot_synthetic(
                     label=method)
     ax.set_xscale("log")
     ax.set_xlabel("calibration rows n")
-    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_ylabel(_LABELS[metric])
     scen = {r.get("scenario") for r in results} - {None}
     if scen:
-        ax.set_title(", ".join(sorted(scen)))
+        ax.set_title(", ".join(_SCENARIOS.get(s, s) for s in sorted(scen)))
     ax.legend(fontsize="small")
     return ax
 
@@ -413,7 +419,7 @@ def plot_dnn(
     ax.set_xticks(np.arange(len(datasets)))
     ax.set_xticklabels([d.replace("netcal_", "") for d in datasets], rotation=20, ha="right",
                        fontsize="small")
-    label = metric.replace("_", " ")
+    label = _LABELS[metric]
     ax.set_ylabel(f"{label} / uncalibrated" if relative else label)
     ax.legend(fontsize="small")
     return ax

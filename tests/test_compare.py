@@ -94,11 +94,15 @@ def test_plots_draw_on_the_given_axes(shared_data):
         assert plot_synthetic(rows, ax=axes[0]) is axes[0]
         assert len(axes[0].get_lines()) >= 2  # true map + generative
         assert plot_synthetic(rows, metric="map_tv", ax=axes[1]) is axes[1]
+        # labels for readers, not the row keys ('map tv', 'dirgen')
+        assert axes[1].get_ylabel() == "distance to the true map (TV)"
+        assert axes[1].get_title() == "Dirichlet scores (model right)"
         dnn = compare_dnn(
             shared_data / "dnn", files=["netcal_cifar10_lenet5.npz"], methods=["generative"]
         )
         assert plot_dnn(dnn, ax=axes[2]) is axes[2]
         assert len(axes[2].patches) == 1
+        assert axes[2].get_ylabel() == "log-loss / uncalibrated"
         with pytest.raises(ValueError, match=r"metric must be one of"):
             plot_dnn(dnn, metric="auc", ax=axes[2])
     finally:
