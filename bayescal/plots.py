@@ -329,9 +329,9 @@ def _draw_reliability_panel(
         hist_ax.yaxis.tick_right()
         hist_ax.yaxis.set_label_position("right")
         hist_ax.set_yticks([0, top])
-        hist_ax.tick_params(axis="y", labelsize=7, colors="0.35")
+        hist_ax.tick_params(axis="y", labelsize=8, colors="0.35")
         hist_ax.tick_params(axis="x", bottom=False, labelbottom=False)
-        hist_ax.set_ylabel("count", fontsize=7, color="0.35", labelpad=1)
+        hist_ax.set_ylabel("count", fontsize=8, color="0.35", labelpad=1)
         for side in ("top", "left", "bottom"):
             hist_ax.spines[side].set_visible(False)
     if band is not None:
@@ -351,7 +351,7 @@ def _draw_reliability_panel(
             handles, labels = handles + more[0], labels + more[1]
         # below the panel, where it hides no data
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(-0.02, -0.13), ncols=2,
-                  fontsize=7, title=note, title_fontsize=7, frameon=False, alignment="left")
+                  fontsize=8, title=note, title_fontsize=8, frameon=False, alignment="left")
     else:
         ax.text(0.03, 0.97, note, transform=ax.transAxes, va="top", ha="left", fontsize=7)
     return hist_ax

@@ -111,6 +111,12 @@ def test_confidence_reliability_diagram(data, bands, histogram):
         np.testing.assert_allclose([r.get_x() for r in rects], table.edges[:-1][ok])
         labels = disp.axes[0].get_legend_handles_labels()[1]
         assert "90% consistency band" in labels
+    # legend and count axis readable when the figure is shown at text width: 8 pt or more
+    legend = disp.axes[0].get_legend()
+    assert min(x.get_fontsize() for x in [*legend.get_texts(), legend.get_title()]) >= 8
+    if histogram:
+        assert min(x.get_fontsize() for x in hist.get_yticklabels()) >= 8
+        assert hist.yaxis.label.get_fontsize() >= 8
     _render(disp.figure)
 
 
