@@ -499,16 +499,25 @@ def breakdown(rows: list[dict[str, Any]], methods: list[str] | None = None,
              f"(among {len(names)} methods; cases per cell in brackets)", "",
              "| n | k | cases | " + " | ".join(shown) + " |",
              "|---|---|---|" + "---|" * len(shown)]
+    def labels(i: int, j: int) -> tuple[str, str]:
+        lo, hi = N_BUCKETS[i]
+        klo, khi = K_BUCKETS[j]
+        return (f"{lo + 1}-{hi}" if hi < 10**9 else f"> {lo}",
+                f"{klo}-{khi}" if khi < 10**6 else f">= {klo}")
+
     for (i, j), ranks in sorted(cells.items()):
         r = np.mean(ranks, axis=0)
         best = min(r[names.index(m)] for m in shown)
-        lo, hi = N_BUCKETS[i]
-        klo, khi = K_BUCKETS[j]
-        nlabel = f"{lo + 1}-{hi}" if hi < 10**9 else f"> {lo}"
-        klabel = f"{klo}-{khi}" if khi < 10**6 else f">= {klo}"
+        nlabel, klabel = labels(i, j)
         vals = [f"**{r[names.index(m)]:.1f}**" if r[names.index(m)] == best
                 else f"{r[names.index(m)]:.1f}" for m in shown]
         lines.append(f"| {nlabel} | {klabel} | {len(ranks)} | " + " | ".join(vals) + " |")
+    # a cell without cases has no row: say so, so that it is not read as left out
+    empty = [labels(i, j) for i in range(len(N_BUCKETS)) for j in range(len(K_BUCKETS))
+             if (i, j) not in cells]
+    if empty:
+        lines += ["", "No case falls in the cells " + "; ".join(
+            f"n {n}, k {k}" for n, k in empty) + " (no row)."]
     return "\n".join(lines) + "\n"
 
 

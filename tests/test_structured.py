@@ -331,6 +331,19 @@ def test_small_quality_benchmark_default_never_hurts(shared_data, tmp_path):
     assert "| dirichlet |" in table and "mean rank" in table
 
 
+def test_quality_breakdown_names_its_empty_cells():
+    """A cell of the n x k grid without cases is named under the table, not left out silently."""
+    rows = [{"case": case, "method": method, "n_cal": n, "k": k, "log_loss": loss}
+            for case, n, k in (("a/nbayes/0", 50, 3), ("b/nbayes/0", 500, 8))
+            for method, loss in (("uncalibrated", 1.0), ("dirichlet", 0.5))]
+    text = _bench().breakdown(rows)
+    assert "| 1-100 | 2-5 | 1 | **1.0** | 2.0 |" in text
+    assert "| 301-1000 | 6-10 | 1 | **1.0** | 2.0 |" in text
+    empty = text.split("No case falls in the cells ")[1]
+    assert "n 101-300, k 6-10;" in empty and "n > 1000, k >= 11 (no row)" in empty
+    assert "n 1-100, k 2-5" not in empty and "n 301-1000, k 6-10" not in empty
+
+
 def test_the_paper_reproduction_keeps_the_papers_settings():
     """The new defaults do not reach the experiments: their methods pin the paper's settings."""
     from bayescal import EPS, GenerativeDirichletCalibrator
