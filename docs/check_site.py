@@ -10,7 +10,7 @@ them on every build, :func:`check_html`):
 
 * no page loads a script, style sheet, font or image from another host;
 * every page with math loads MathJax from the site itself, and the file exists;
-* every notebook page shows at least the figures its notebook draws;
+* every executed page (notebook, gallery example) shows at least the figures its code draws;
 * no page shows TeX that MathJax will not typeset: a ``$...$`` formula or a
   TeX command (``\\mathrm``, ``\\frac``, ...) outside the math containers,
   code and scripts (:func:`raw_tex`; for instance a wrapped ``$...$`` whose
@@ -50,6 +50,13 @@ EXPECTED_FIGURES = {
     "notebooks/01_the_theorem": 2,
     "notebooks/02_uncertainty_on_weights": 4,
     "notebooks/03_generative_vs_discriminative": 4,
+    # the runnable examples of the gallery (docs/examples/*.md)
+    "examples/calibrate_a_classifier": 0,
+    "examples/choosing_a_method": 0,
+    "examples/reliability_diagrams": 3,
+    "examples/bayesian_uncertainty": 1,
+    "examples/three_forms": 1,
+    "examples/score_files": 0,
 }
 #: Methods every calibrator page must show (inherited from scikit-learn's BaseEstimator).
 INHERITED = ("get_params", "set_params")

@@ -1,7 +1,8 @@
 """Sphinx configuration of the bayescal documentation.
 
 Build with ``make docs`` (warnings are errors; no network needed). The
-notebooks of ``notebooks/`` are executed during the build by myst-nb, so every
+notebooks of ``notebooks/``, the gallery's examples (``docs/examples/*.md``)
+and the landing page are executed during the build by myst-nb, so every
 figure they draw is on the site; results are cached by jupyter-cache under
 ``<outdir>/.jupyter_cache`` and a notebook runs again only when its code
 changes. MathJax is served from the site itself (``sphinx-mathjax-offline``),
@@ -103,7 +104,7 @@ toc_object_entries_show_parents = "hide"  # "fit()", not "DirichletCalibrator.fi
 # pages without a section of their own get the whole width (no empty left sidebar)
 html_sidebars = {page: [] for page in (
     "index", "getting_started", "choosing", "cli", "notebooks", "notebooks/*", "benchmarks",
-    "results", "generative_vs_discriminative", "gallery")}
+    "results", "generative_vs_discriminative", "gallery", "examples/*")}
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
