@@ -8,6 +8,9 @@ figure on its page, an API page for every public name with the methods
 inherited from scikit-learn. With Chromium and chromedriver installed, pages
 are also loaded in a headless browser to see the math typeset and no code cut
 off (``make docs-check`` does this for every page and takes screenshots).
+The gallery's runnable examples (``docs/examples/*.md``) are executed by the
+same build: each must run without an error, a warning or a stray file, in
+under a minute.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ import re
 import pytest
 
 from tests._docs_build import ROOT, build_docs, check_site
+from tests.test_notebooks import bayesian_fit_loops
+
+#: The runnable examples of the gallery: MyST-NB pages executed by the build.
+EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.md"))
 
 # one docs build per session: under pytest-xdist both files run on the same worker
 pytestmark = [pytest.mark.slow, pytest.mark.once, pytest.mark.xdist_group("docs")]
@@ -79,10 +86,67 @@ def test_notebook_cells_have_no_wall_clock_limit() -> None:
 
 def test_docs_build_without_warnings(html) -> None:
     for page in ("index", "getting_started", "choosing", "cli", "api", "benchmarks", "results",
-                 "user_guide/dirichlet", "notebooks", "notebooks/01_the_theorem", "gallery"):
+                 "user_guide/dirichlet", "notebooks", "notebooks/01_the_theorem", "gallery",
+                 *(f"examples/{md.stem}" for md in EXAMPLES)):
         assert (html / f"{page}.html").is_file(), page
     api = (html / "api" / "generated" / "bayescal.CalibratedClassifier.html").read_text()
     assert "cross-fitted" in api  # the docstring made it into the API reference
+
+
+def _code_cells(md) -> list[str]:
+    """The code of the ``{code-cell}`` blocks of a MyST-NB page (without ``:tags:`` lines)."""
+    cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", md.read_text(), flags=re.M | re.S)
+    return [re.sub(r"\A(?::\w+:[^\n]*\n)+", "", cell) for cell in cells]
+
+
+def test_gallery_examples_are_linked_and_self_contained() -> None:
+    """Six example pages, each in the gallery's toctree, on data that ship with scikit-learn.
+
+    Each runs at build time (a MyST-NB page), so it may not read outside data or
+    download any (scikit-learn's ``fetch_*``), may not sweep Bayesian fits, and a
+    page that draws figures starts with ``%matplotlib inline`` (figures reach the
+    outputs even when MPLBACKEND=Agg is set).
+    """
+    assert [md.stem for md in EXAMPLES] == sorted([
+        "calibrate_a_classifier", "choosing_a_method", "reliability_diagrams",
+        "bayesian_uncertainty", "three_forms", "score_files"])
+    gallery = (ROOT / "docs" / "gallery.md").read_text()
+    for md in EXAMPLES:
+        text = md.read_text()
+        assert text.startswith("---\nfile_format: mystnb\n"), md.name  # executed by myst-nb
+        assert f"\nexamples/{md.stem}\n" in gallery, f"{md.name} is not in gallery.md's toctree"
+        assert f"{{doc}}`examples/{md.stem}`" in gallery, f"gallery.md does not list {md.name}"
+        for needle in ("shared/data", "BAYESCAL_SHARED_DATA", "load_uci", "fetch_"):
+            assert needle not in text, f"{md.name} reads outside data ({needle!r})"
+        cells = _code_cells(md)
+        assert cells, md.name
+        for cell in cells:
+            assert not bayesian_fit_loops(cell), f"{md.name}: a loop of Bayesian fits"
+        if check_site().EXPECTED_FIGURES[f"examples/{md.stem}"]:
+            assert cells[0].strip() == "%matplotlib inline", md.name
+
+
+@pytest.mark.parametrize("md", EXAMPLES, ids=[md.stem for md in EXAMPLES])
+def test_gallery_example_executes_quietly_and_quickly(md) -> None:
+    """The build ran every cell without error, warning or stray file, in under a minute."""
+    build = build_docs()
+    assert build.returncode == 0, build.log[-5000:]
+    executed = build.executed()
+    assert str(md) in executed, f"{md.name} was not executed by the build: {list(executed)}"
+    nb = executed[str(md)]
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert code_cells and all(c.execution_count for c in code_cells)  # every cell ran
+    outputs = [o for c in code_cells for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    stderr = "".join(o.get("text", "") for o in outputs if o.get("name") == "stderr")
+    assert stderr == "", stderr[:2000]  # no warning reaches the reader
+    figures = sum("image/png" in o.get("data", {}) for o in outputs)
+    assert figures == check_site().EXPECTED_FIGURES[f"examples/{md.stem}"], figures
+    # myst-nb runs a page in its own folder: temporary files go elsewhere
+    assert sorted(p.name for p in md.parent.iterdir()) == [m.name for m in EXAMPLES]
+    seconds = build.seconds_per_notebook()[md.name]
+    print(f"{md.name}: executed in {seconds:.1f} s")
+    assert seconds < 60, f"{md.name} took {seconds:.0f} s; each example must run in under a minute"
 
 
 def test_built_html_passes_the_offline_checks(html) -> None:
