@@ -94,9 +94,10 @@ test-pymc6: $(STAMP_NEW)
 	$(BIN_NEW)/python -m pytest $(PYTEST_ARGS) -m "not once"
 
 docs: $(STAMP)
-	@echo "make docs: sphinx -W builds docs/_build/html and executes the three notebooks"
-	@echo "(no time limit per cell; about 2.5 minutes on a quiet 2-core machine: the docs"
-	@echo "build of make test took 153-160 s there; a rerun executes only changed notebooks)"
+	@echo "make docs: sphinx -W builds docs/_build/html and executes the three notebooks and"
+	@echo "the six gallery examples (no time limit per cell; about 3 minutes on a quiet 2-core"
+	@echo "machine: 153-160 s for the notebooks, about 40 s for the examples; a rerun executes"
+	@echo "only changed pages)"
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 # The built site and the demo report as a reader sees them, offline: headless
