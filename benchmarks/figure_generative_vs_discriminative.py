@@ -1,7 +1,7 @@
 """Figure and tables of docs/generative_vs_discriminative.md.
 
-Run from the repository root (a few minutes on 2 cores; the k = 100 networks
-dominate because ODIR and L2 choose their strengths by 3-fold CV)::
+Run from the repository root (about a minute on 2 cores: 55-64 s on 2026-12-05;
+ODIR and L2 choose their strengths by DirichletCalibrator's default 5-fold CV)::
 
     PYTHONPATH=. OPENBLAS_NUM_THREADS=1 python benchmarks/figure_generative_vs_discriminative.py
 
@@ -71,8 +71,8 @@ def main() -> None:
                                 methods=methods)
     # k = 10 networks: every method. k = 100 networks: the generative fits
     # only, because one discriminative fit of 10,100 parameters takes about
-    # 30 s on the 2-core machine, and the default 3-fold CV over the ODIR
-    # grid needs about 108 of them per network.
+    # 30 s on the 2-core machine (measured before 2026-12-05), and the default
+    # 5-fold CV over the 36-point ODIR grid needs about 180 of them per network.
     data_dir = Path(args.data_dir)
     dnn = compare_dnn(data_dir, files=[p.name for p in sorted(data_dir.glob("*cifar10_*.npz"))],
                       methods=["generative", "generative_prior", "odir", "l2"])
@@ -111,6 +111,8 @@ def main() -> None:
             note = ", ".join(methods_run[i] for i in missing) + ": not run"
             axes[1, 1].text(x + offset, 0.55, note, rotation=90, ha="center", va="bottom",
                             fontsize="small", color="0.3")
+    # room for the last network's note inside the panel (autoscale ends at its last bar)
+    axes[1, 1].set_xlim(-0.5, len(datasets) - 0.5)
     fig.tight_layout()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
