@@ -8,10 +8,13 @@ steps of each), so a gradient of 1 ms is a fit of a couple of minutes.
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py \
         --cases 10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000
 
-For each ``k x n`` the gradient is timed in both sampled coordinate systems of
+For each ``k x n`` the gradient is timed in the sampled coordinate systems of
 :mod:`bayescal.bayes.compiled`: ``conditional`` (a Cholesky factorisation of
-a ``(k^2 - 1)``-square matrix per gradient) and ``centred`` (a fixed
-whitening: one matrix-vector product of that size, no factorisation). The
+a ``(k^2 - 1)``-square matrix per gradient), ``lowrank`` (the same
+whitening through a thin QR of ``(k^2 - 1) x (2k - 1)`` and a Cholesky of
+``2k - 1``, :func:`~bayescal.bayes.compiled.lowrank_theta`) and ``centred``
+(a fixed whitening: one matrix-vector product of that size, no
+factorisation). The
 whitening matrices are random stand-ins of the right shape (the cost does not
 depend on their values); the rows are padded to the program's bucket as in a
 fit. Reported: the median of 5 runs of 200 gradients each, in ms, and the
@@ -34,8 +37,15 @@ def main() -> None:
     args = ap.parse_args()
 
     from bayescal.bayes import BayesianDirichletCalibrator
-    from bayescal.bayes.compiled import _data, _value_and_grad, import_jax, row_bucket
+    from bayescal.bayes.compiled import (
+        _data,
+        _value_and_grad,
+        import_jax,
+        lowrank_data,
+        row_bucket,
+    )
     from bayescal.bayes.hierarchical import n_params
+    from bayescal.bayes.models import ConditionalWhitening
 
     jax = import_jax()
     prior = BayesianDirichletCalibrator()._structured_prior()
@@ -50,13 +60,17 @@ def main() -> None:
         dim = n_params(prior, k)
         coefs = dim - n_hyper
         data = _data(x, y, row_bucket(n))
-        for kind in ("conditional", "centred"):
+        for kind in ("conditional", "lowrank", "centred"):
             d = dict(data)
+            raw = k * (k + 1)  # the Fisher matrix is in the raw (W, b) coordinates
+            a = rng.standard_normal((raw, raw))
+            whiten = ConditionalWhitening(hyper_loc=np.zeros(n_hyper), fisher=a @ a.T / raw,
+                                          grad=np.zeros(raw), r_star=np.zeros(raw))
             if kind == "conditional":
-                raw = k * (k + 1)  # the Fisher matrix is in the raw (W, b) coordinates
-                a = rng.standard_normal((raw, raw))
-                d.update(fisher=a @ a.T / raw, grad=np.zeros(raw), r_star=np.zeros(raw),
-                         hyper_loc=np.zeros(n_hyper))
+                d.update(fisher=whiten.fisher, grad=whiten.grad, r_star=whiten.r_star,
+                         hyper_loc=whiten.hyper_loc)
+            elif kind == "lowrank":
+                d.update(lowrank_data(whiten, prior, k))
             else:
                 d.update(loc=np.zeros(dim), chol=np.eye(dim) * 0.1)
             fn = _value_and_grad(prior, k, kind)

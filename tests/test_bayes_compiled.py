@@ -97,6 +97,61 @@ def test_sampled_coordinates_equal_the_pymc_model(data):
             assert float(f(v, args)[0]) == pytest.approx(float(logp(point)), rel=1e-12), kind
 
 
+@pytest.mark.parametrize("k", [2, 4])
+def test_lowrank_coordinates_are_an_exact_change_of_variables(k):
+    """The conditional whitening in centred coordinates without an m x m factorisation.
+
+    For several hyperparameters: its log Jacobian is that of the map
+    ``xi -> c`` (automatic differentiation), ``A A'`` is the inverse of the
+    Laplace conditional precision ``F_c + Lambda(eta)`` and ``xi = 0`` gives its
+    mean; the density is the centred one plus that log Jacobian.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from bayescal.bayes.hierarchical import centred_prior_factors, centred_prior_precision
+    from bayescal.bayes.laplace import structured_mode
+
+    q, y, _, _ = make_dirgen(60, k, rng=np.random.default_rng(1))
+    x = log_features(q)
+    prior = StructuredPrior()
+    theta, _, _ = structured_mode(compiled.log_posterior(x, y, prior),
+                                  np.zeros(n_params(prior, k)))
+    cond = conditional_whitening(theta, x, y, prior)
+    data = compiled.lowrank_data(cond, prior, k)
+    n_hyper, m = 4, k * (k - 1) + k - 1
+    V = data["V"]
+    F = V @ np.diag(data["lam_F"]) @ V.T
+    u0, Y = centred_prior_factors(k)
+    E = np.zeros((m, m))
+    E[k * (k - 1):, k * (k - 1):] = np.eye(k - 1)
+    U = Y[:, k - 1:]
+    density = compiled._map_and_density("lowrank", prior, k)
+    centred = compiled._map_and_density("centred_theta", prior, k)
+    pad = compiled._data(x, y, compiled.row_bucket(x.shape[0])) | data
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        eta = cond.hyper_loc + rng.normal(scale=0.7, size=n_hyper)
+        xi = rng.normal(size=m)
+        th, log_jac = compiled.lowrank_theta(jnp.asarray(eta), jnp.asarray(xi), data, prior, k)
+        jac = jax.jacfwd(lambda z, e=eta: compiled.lowrank_theta(
+            jnp.asarray(e), z, data, prior, k)[0][n_hyper:])(jnp.asarray(xi))
+        sign, logdet = np.linalg.slogdet(np.asarray(jac))
+        assert sign != 0.0 and float(log_jac) == pytest.approx(logdet, rel=1e-12, abs=1e-10)
+        s, alpha, lam_b, g = (float(v) for v in centred_prior_precision(
+            np.concatenate([eta, np.zeros(m)]), prior, k))
+        P = F + alpha * np.eye(m) + (lam_b - alpha) * E + g * U @ U.T
+        np.testing.assert_allclose(np.asarray(jac @ jac.T), np.linalg.inv(P), rtol=1e-9,
+                                   atol=1e-12 * np.abs(np.linalg.inv(P)).max())
+        mean = np.asarray(compiled.lowrank_theta(jnp.asarray(eta), jnp.zeros(m), data, prior,
+                                                 k)[0][n_hyper:])
+        h = V @ data["h_hat"] + s * (P - F) @ u0
+        np.testing.assert_allclose(mean, np.linalg.solve(P, h), rtol=1e-9, atol=1e-10)
+        v = np.concatenate([eta - cond.hyper_loc, xi])
+        assert float(density(v, pad)[0]) == pytest.approx(
+            float(centred(np.asarray(th), pad)[0]) + float(log_jac), rel=1e-12)
+
+
 def test_auto_resolves_to_the_compiled_sampler_for_structured_priors():
     assert resolve_sampler("auto", compiled=True) == "jax"
     assert resolve_sampler("auto") in ("nutpie", "pymc")

@@ -496,8 +496,8 @@ def test_a_model_too_large_to_sample_is_refused_before_any_work(data, monkeypatc
 @pytest.mark.filterwarnings("ignore::bayescal._validation.SparseClassWarning")  # few rows
 def test_conditional_coordinates_beyond_their_size_are_refused_before_sampling(monkeypatch):
     """k = 16 (255 coefficients) on few rows: the data do not dominate the prior, the
-    conditional coordinates (a Cholesky per gradient) would be needed, and the fit is
-    refused after the mode and before sampling."""
+    conditional coordinates would be needed, and the fit is refused after the mode and
+    before sampling, saying what it measured for the sampler used."""
     import bayescal.bayes.estimators as estimators
     from bayescal.bayes.estimators import MAX_CONDITIONAL_COEFS
 
@@ -510,9 +510,13 @@ def test_conditional_coordinates_beyond_their_size_are_refused_before_sampling(m
     assert 16 * 16 - 1 > MAX_CONDITIONAL_COEFS >= 15 * 15 - 1
     with pytest.raises(ValueError, match=(
             r"at k=16 samples 255 map coefficients, more than the 224 it takes in the "
-            r"conditional coordinates.* 7\.4 minutes measured at 224 \(k = 15, n = 100\), "
-            r"about 11 minutes here by that rule")):
+            r"conditional coordinates.*the largest measured to pass its checks: k = 15, "
+            r"n = 100 took 47 s with the compiled sampler")):
         BayesianDirichletCalibrator(progressbar=False).fit(q, y)
+    with pytest.raises(ValueError, match=(
+            r"conditional coordinates.*factorises a 255 x 255 matrix with sampler='pymc'.*"
+            r"7\.4 minutes measured at 224 \(k = 15, n = 100\), about 11 minutes here")):
+        BayesianDirichletCalibrator(sampler="pymc", progressbar=False).fit(q, y)
 
 
 def test_an_infinite_strength_pins_its_group(data):

@@ -294,6 +294,46 @@ def test_centred_coordinates_hold_the_same_posterior(k, prior_kw, rng):
                                    rtol=0, atol=1e-7)
 
 
+@pytest.mark.parametrize(("k", "prior_kw"), [
+    (4, {}),
+    (3, {"kind": "fixed", "tau": (0.7, 1.3, 0.4)}),
+    (5, {"kind": "fixed", "tau": (2.0, 0.2, 1.0)}),  # diagonal tighter than off-diagonal
+])
+def test_centred_prior_precision_is_the_prior_quadratic(k, prior_kw, rng):
+    """The closed-form Gaussian of the centred coefficients given ``s`` and ``tau``.
+
+    ``centred_log_prior`` minus its value at the mean ``s u0`` equals
+    ``-0.5 (c - s u0)' Lambda (c - s u0)`` exactly, with
+    ``Lambda = alpha I + (lam_b - alpha) E_b + g U U'`` (scalar plus rank 2k - 1).
+    """
+    from bayescal.bayes.hierarchical import (
+        StructuredPrior,
+        centred_log_prior,
+        centred_prior_factors,
+        centred_prior_precision,
+        n_params,
+    )
+
+    prior = StructuredPrior(**prior_kw)
+    m = k * (k - 1) + k - 1
+    n_hyper = n_params(prior, k) - m
+    u0, Y = centred_prior_factors(k)
+    E = np.zeros((m, m))
+    E[k * (k - 1):, k * (k - 1):] = np.eye(k - 1)
+    U = Y[:, k - 1:]
+    assert np.allclose(U.T @ U, (1 - 1 / k) * np.eye(k)) and np.allclose(U.T @ E, 0)
+    for _ in range(3):
+        eta = 0.6 * rng.normal(size=n_hyper)
+        s, alpha, lam_b, g = centred_prior_precision(np.concatenate([eta, np.zeros(m)]), prior, k)
+        lam = alpha * np.eye(m) + (lam_b - alpha) * E + g * U @ U.T
+        for _ in range(3):
+            c = s * u0 + rng.normal(size=m)
+            dev = c - s * u0
+            got = (centred_log_prior(np.concatenate([eta, c]), prior, k)
+                   - centred_log_prior(np.concatenate([eta, s * u0]), prior, k))
+            assert got == pytest.approx(-0.5 * dev @ lam @ dev, rel=1e-10)
+
+
 def test_centred_coordinates_need_every_group_free():
     from bayescal.bayes.hierarchical import StructuredPrior, centred_map
 

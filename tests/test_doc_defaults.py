@@ -42,10 +42,6 @@ ESTIMATORS = (
 #: parameter): each must still be a contradiction (the test fails once it is
 #: fixed, so that the entry is removed).
 KNOWN: dict[tuple[str, str], str] = {
-    ("BayesianGenerativeCalibrator", "eps"): (
-        "documented 'as in BayesianDirichletCalibrator' (eps='auto'), but its default is "
-        "EPS (bayescal/bayes/estimators.py)"
-    ),
 }
 
 #: Names a docstring may use for a default value.

@@ -11,7 +11,13 @@ log density written here in JAX from the very functions the PyMC model uses
 two gradients.
 
 The coordinates are already whitened by the Laplace fit at the mode
-(:mod:`bayescal.bayes.laplace`), so only a diagonal mass matrix is adapted: a
+(:mod:`bayescal.bayes.laplace`). Where the data do not dominate the prior,
+the conditional whitening of :class:`~bayescal.bayes.models.ConditionalWhitening`
+(whose PyMC form factorises an ``m x m`` matrix per gradient, ``m = k^2 - 1``)
+is written in the centred coefficients, where the prior precision given the
+hyperparameters is a scalar plus a fixed correction of rank ``2k - 1``
+(:func:`lowrank_theta`): a thin QR and a ``(2k - 1)``-square Cholesky per
+gradient instead, the same posterior. Only a diagonal mass matrix is adapted: a
 dense one, estimated from warm-up windows of 25-100 draws in about 100
 dimensions (k = 10), is close to singular after NumPyro's regularisation, and
 then every trajectory ran to the depth limit (1023 leapfrog steps per draw
@@ -69,7 +75,8 @@ from bayescal.bayes.hierarchical import (
 )
 from bayescal.dirichlet import SufficientStatistics
 
-__all__ = ["cache_dir", "import_jax", "log_posterior", "row_bucket", "sample"]
+__all__ = ["cache_dir", "import_jax", "log_posterior", "lowrank_data", "lowrank_theta",
+           "row_bucket", "sample"]
 
 Array = NDArray[np.float64]
 
@@ -182,7 +189,9 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
     centred, :mod:`bayescal.bayes.hierarchical`); ``"centred"``: ``v = z``
     with ``theta = loc + chol z`` (:class:`~bayescal.bayes.models.CentredWhitening`);
     ``"conditional"``: ``v = (eta - hyper_loc, xi)``
-    (:class:`~bayescal.bayes.models.ConditionalWhitening`).
+    (:class:`~bayescal.bayes.models.ConditionalWhitening`); ``"lowrank"``:
+    the same conditional whitening written in the centred coordinates
+    (:func:`lowrank_theta`).
     """
     import jax.numpy as jnp
     from jax.scipy.special import logsumexp
@@ -200,6 +209,10 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
         elif kind == "centred":
             theta = data["loc"] + jnp.dot(data["chol"], v)
             to_map, density = centred_map, centred_log_prior
+        elif kind == "lowrank":
+            theta, jac = lowrank_theta(data["hyper_loc"] + v[:n_hyper], v[n_hyper:], data,
+                                       prior, k)
+            to_map, density = centred_map, centred_log_prior
         else:
             eta = data["hyper_loc"] + v[:n_hyper]
             xi = v[n_hyper:] if v.shape[0] > n_hyper else None
@@ -212,6 +225,101 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
         return total, theta, s, W, b
 
     return f
+
+
+def lowrank_data(whiten: Any, prior: StructuredPrior, k: int) -> dict[str, Array]:
+    r"""What :func:`lowrank_theta` needs of a :class:`~bayescal.bayes.models.ConditionalWhitening`.
+
+    The log likelihood's second-order expansion at the mode, in the centred
+    coefficients ``c`` (:func:`bayescal.bayes.hierarchical.centred_map`; the
+    raw parameters are :math:`r = K c` up to the shifts that leave the map
+    unchanged, so :math:`F_c = K^\top F K`, :math:`g_c = K^\top g`,
+    :math:`c^* = K^\top r^*`), rotated to the eigenvectors ``V`` of
+    :math:`F_c` (eigenvalues ``lam_F``, clipped at 0): ``h_hat`` is
+    :math:`V^\top (F_c c^* + g_c)`, and ``Y_hat``, ``u0_hat`` are
+    :func:`~bayescal.bayes.hierarchical.centred_prior_factors` in that basis.
+    Computed once per fit (one ``m x m`` eigendecomposition).
+    """
+    from bayescal.bayes.hierarchical import _basis, centred_prior_factors
+
+    B = _basis(k)
+    m = k * (k - 1) + k - 1
+    K = np.zeros((k * k + k, m))
+    for i in range(k):  # W[j, i] is raw entry j k + i; its column's coefficients i (k-1) + p
+        K[np.arange(k) * k + i, i * (k - 1):(i + 1) * (k - 1)] = B
+    K[k * k:, k * (k - 1):] = B
+    F = K.T @ np.asarray(whiten.fisher, dtype=np.float64) @ K
+    lam, V = np.linalg.eigh(0.5 * (F + F.T))
+    lin = F @ (K.T @ np.asarray(whiten.r_star)) + K.T @ np.asarray(whiten.grad)
+    u0, Y = centred_prior_factors(k)
+    return {"hyper_loc": np.asarray(whiten.hyper_loc, dtype=np.float64),
+            "V": V, "lam_F": np.maximum(lam, 0.0), "Y_hat": V.T @ Y, "u0_hat": V.T @ u0,
+            "h_hat": V.T @ lin}
+
+
+def lowrank_theta(eta: Any, xi: Any, data: dict[str, Any], prior: StructuredPrior,
+                  k: int) -> tuple[Any, Any]:
+    r"""Centred ``theta`` and log Jacobian of the conditional coordinates ``(eta, xi)``, in JAX.
+
+    The change of variables of :class:`~bayescal.bayes.models.ConditionalWhitening`
+    (the Laplace conditional posterior of the coefficients given
+    :math:`\eta` whitened to :math:`\xi`), without a factorisation of an
+    ``m x m`` matrix per gradient. In the centred coefficients the prior
+    precision given :math:`\eta` is a scalar :math:`\alpha(\eta)` plus a
+    correction :math:`Y D(\eta) Y^\top` of rank ``r = 2k - 1`` with ``Y``
+    fixed (:func:`~bayescal.bayes.hierarchical.centred_prior_precision`).
+    In the eigenbasis of the likelihood's :math:`F_c` (:func:`lowrank_data`),
+    :math:`P = S^2 + \hat Y D \hat Y^\top` with
+    :math:`S^2 = \mathrm{diag}(\lambda_F + \alpha)`. With
+    :math:`S^{-1}\hat Y = Q R` (thin QR) and
+    :math:`I_r + R D R^\top = L L^\top`, the matrix
+    :math:`T = I - QQ^\top + Q L Q^\top` has :math:`T T^\top =
+    I + S^{-1}\hat Y D \hat Y^\top S^{-1}`, so :math:`A = S^{-1} T^{-\top}`
+    has :math:`A A^\top = P^{-1}` and
+
+    .. math:: \hat c = A (A^\top h(\eta) + \xi),\qquad
+              \ln\lvert\det A\rvert = -\tfrac12 \sum \ln(\lambda_F + \alpha)
+              - \sum \ln L_{ii},
+
+    :math:`h(\eta) = \hat h + s(\alpha + g (1 - 1/k))\hat u_0` (the prior
+    mean's pull), ``c = V c_hat``: :math:`O(m r^2)` per gradient. Exact for
+    every :math:`\eta` (a bijection with this Jacobian); the Laplace
+    quantities only choose the coordinates. Every group must be free
+    (centred coordinates).
+
+    Returns
+    -------
+    theta : array of shape (n_params,)
+        Centred (:func:`bayescal.bayes.hierarchical.centred_map`).
+    log_jacobian : scalar
+    """
+    import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
+
+    from bayescal.bayes.hierarchical import centred_prior_precision
+
+    m = k * (k - 1) + k - 1
+    s, alpha, lam_b, g = centred_prior_precision(jnp.concatenate([eta, jnp.zeros(m)]), prior,
+                                                 k, jnp)
+    d = jnp.concatenate([jnp.full(k - 1, lam_b - alpha), jnp.full(k, g)])
+    lam = data["lam_F"] + alpha
+    sinv = 1.0 / jnp.sqrt(lam)
+    Q, R = jnp.linalg.qr(sinv[:, None] * data["Y_hat"])
+    L = jnp.linalg.cholesky(jnp.eye(2 * k - 1) + (R * d[None, :]) @ R.T)
+
+    def a_dot(z: Any) -> Any:  # A z = S^-1 (z - Q Q'z + Q L^-T Q'z)
+        qz = Q.T @ z
+        return sinv * (z - Q @ qz + Q @ solve_triangular(L.T, qz, lower=False))
+
+    def at_dot(z: Any) -> Any:  # A' z = (I - QQ' + Q L^-1 Q') S^-1 z
+        z = sinv * z
+        qz = Q.T @ z
+        return z - Q @ qz + Q @ solve_triangular(L, qz, lower=True)
+
+    h = data["h_hat"] + s * (alpha + g * (1.0 - 1.0 / k)) * data["u0_hat"]
+    c = data["V"] @ a_dot(at_dot(h) + xi)
+    log_jac = -0.5 * jnp.sum(jnp.log(lam)) - jnp.sum(jnp.log(jnp.diagonal(L)))
+    return jnp.concatenate([eta, c]), log_jac
 
 
 @functools.lru_cache(maxsize=16)
@@ -336,6 +444,9 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         kind = "centred"
         data |= {"loc": np.asarray(whiten.loc, dtype=np.float64),
                  "chol": np.asarray(whiten.chol, dtype=np.float64)}
+    elif all(prior.present):
+        kind = "lowrank"
+        data |= lowrank_data(whiten, prior, k)
     else:
         kind = "conditional"
         data |= {"hyper_loc": np.asarray(whiten.hyper_loc, dtype=np.float64),

@@ -111,13 +111,20 @@ TUNE_AUTO_CENTRED = 300
 #: compiled gradient in the map's own coordinates 2.1 ms at n = 5000); the full
 #: map at ``k = 100`` has 9,999 (docs/benchmarks.md, *How large a model*).
 MAX_COEFS = 899
-#: Most coefficients sampled in the conditional coordinates, where every gradient
-#: factorises a matrix of that size (a cube): 224 is the full map at ``k = 15``
-#: (one compiled gradient 2.5 ms; at ``k = 20`` 10 ms, at ``k = 30`` 92 ms).
+#: Most coefficients sampled in the conditional coordinates: 224 is the full map
+#: at ``k = 15``, the largest measured to pass its checks. With PyMC's samplers
+#: every gradient factorises a matrix of that size (one compiled gradient 2.5 ms
+#: at ``k = 15``; 10 ms at ``k = 20``, 92 ms at ``k = 30``); the compiled
+#: sampler's low-rank form (:func:`bayescal.bayes.compiled.lowrank_theta`) does
+#: not (0.34 ms at ``k = 15``, 0.72 ms at ``k = 20``), but a default fit at
+#: ``k = 20``, ``n = 100`` did not finish in 16 minutes.
 MAX_CONDITIONAL_COEFS = 224
-#: Minutes a default fit took at that limit (k = 15, n = 100, compiled sampler,
-#: 2 cores; docs/benchmarks.md, *How large a model*).
+#: Minutes a default fit took at that limit when every gradient factorised
+#: (k = 15, n = 100, the compiled sampler before its low-rank form, 2 cores), and
+#: seconds with the low-rank form, the compilation included (docs/benchmarks.md,
+#: *How large a model*).
 CONDITIONAL_FIT_MINUTES = 7.4
+LOWRANK_FIT_SECONDS = 47.0
 
 
 def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
@@ -830,10 +837,12 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 
     .. math::
 
-        W'_{jj} - 1 \sim \mathcal N\Bigl(0, \frac{\tau_d^2}{2k}\Bigr),\quad
-        W'_{ij} \sim \mathcal N\Bigl(0, \frac{\tau_o^2}{2k(k-1)}\Bigr),\quad
-        b_j \sim \mathcal N\Bigl(0, \frac{\tau_b^2}{2k}\Bigr),\quad
+        \begin{aligned}
+        W'_{jj} - 1 &\sim \mathcal N\Bigl(0, \frac{\tau_d^2}{2k}\Bigr),\quad
+        W'_{ij} \sim \mathcal N\Bigl(0, \frac{\tau_o^2}{2k(k-1)}\Bigr),\\
+        b_j &\sim \mathcal N\Bigl(0, \frac{\tau_b^2}{2k}\Bigr),\quad
         \tau_o, \tau_d, \tau_b \sim \text{HalfNormal}(h),
+        \end{aligned}
 
     (``h = tau_scale``; :math:`\tau = 1/\sqrt{\lambda}` for the strengths
     :math:`\lambda` of the structured penalty, so ``tau = 1`` is structured
@@ -868,9 +877,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     Size: the full map has :math:`k^2 - 1` identified coefficients. ``fit``
     refuses with a ``ValueError``, before any work, a model with more than
     ``estimators.MAX_COEFS`` (899, the full map at ``k = 30``), and, before
-    sampling, more than ``estimators.MAX_CONDITIONAL_COEFS`` (224, ``k = 15``) when
-    the data need the conditional coordinates, where every gradient
-    factorises a matrix of that size; the message says what to use instead
+    sampling, more than ``estimators.MAX_CONDITIONAL_COEFS`` (224, ``k = 15``, the
+    largest measured to pass) when the data need the conditional
+    coordinates (with PyMC's samplers every gradient there factorises a
+    matrix of that size; the compiled sampler's low-rank form does not,
+    :func:`bayescal.bayes.compiled.lowrank_theta`); the message says what to use instead
     (the diagonal map ``prior="fixed", reg_lambda=float("inf"),
     reg_diag=1.0, reg_mu=1.0``, ``prior="temperature"`` or
     :class:`~bayescal.DirichletCalibrator`). At ``k = 100`` the full map has
@@ -1327,15 +1338,20 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         whiten = self._reused["whitening"]
         coefs = self._n_coefs(k)
         if not isinstance(whiten, CentredWhitening) and coefs > MAX_CONDITIONAL_COEFS:
-            raise self._too_large(
-                k, coefs, MAX_CONDITIONAL_COEFS,
-                "in the conditional coordinates that these data need (the map's own "
-                "coordinates only when the data dominate the prior in every direction): every "
-                f"gradient factorises a {coefs} x {coefs} matrix, so a fit's time grows as the "
-                f"cube of the coefficients: {CONDITIONAL_FIT_MINUTES} minutes measured at "
-                f"{MAX_CONDITIONAL_COEFS} (k = 15, n = 100), about "
-                f"{CONDITIONAL_FIT_MINUTES * (coefs / MAX_CONDITIONAL_COEFS) ** 3:.0f} "
-                "minutes here by that rule")
+            where = ("in the conditional coordinates that these data need (the map's own "
+                     "coordinates only when the data dominate the prior in every direction)")
+            if self.sampler_ == "jax" and all(prior.present):  # compiled.lowrank_theta
+                why = (f"{where}, the largest measured to pass its checks: k = 15, n = 100 "
+                       f"took {LOWRANK_FIT_SECONDS:.0f} s with the compiled sampler, and a "
+                       "default fit at k = 20, n = 100 did not finish in 16 minutes")
+            else:
+                why = (f"{where}: every gradient factorises a {coefs} x {coefs} matrix with "
+                       f"sampler={self.sampler_!r}, so a fit's time grows as the cube of the "
+                       f"coefficients: {CONDITIONAL_FIT_MINUTES} minutes measured at "
+                       f"{MAX_CONDITIONAL_COEFS} (k = 15, n = 100), about "
+                       f"{CONDITIONAL_FIT_MINUTES * (coefs / MAX_CONDITIONAL_COEFS) ** 3:.0f} "
+                       "minutes here by that rule")
+            raise self._too_large(k, coefs, MAX_CONDITIONAL_COEFS, why)
         if self.sampler_ == "jax":
             groups = sample_compiled(x, y, prior, whiten, draws=attempt.draws,
                                      tune=self._resolve_tune(whiten), chains=self.chains,
@@ -1496,9 +1512,13 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         Mean and sd of the Normal prior on every ``ln alpha``.
     pi_prior : float > 0, default=1.0
         Symmetric Dirichlet concentration of the class priors.
-    draws, tune, chains, sampler, random_seed, input, eps, target_accept, progressbar
+    draws, tune, chains, sampler, random_seed, input, target_accept, progressbar
         As in :class:`BayesianDirichletCalibrator` (``tune="auto"`` is 1000
         here: this posterior has no centred coordinates).
+    eps : float, default=EPS
+        Probability floor of the log-features (float64 machine epsilon,
+        2.2e-16); unlike :class:`BayesianDirichletCalibrator` there is no
+        ``"auto"`` floor.
     retry_target_accept : float or None, default=0.95
         As in :class:`BayesianDirichletCalibrator` (a step above this
         estimator's ``target_accept`` of 0.8).

@@ -97,6 +97,8 @@ __all__ = [
     "StructuredPrior",
     "centred_log_prior",
     "centred_map",
+    "centred_prior_factors",
+    "centred_prior_precision",
     "draw_prior",
     "group_scales",
     "linear_part",
@@ -533,6 +535,51 @@ def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType
     out = out - 0.5 * quad.sum() - 0.5 * logdet.sum()
     out = out - k * (k - 1) * log_s
     return out - 0.5 * (cb**2).sum() * xp.exp(-2.0 * lsb) - (k - 1) * lsb
+
+
+def centred_prior_precision(theta: Any, prior: StructuredPrior, k: int,
+                            xp: ModuleType = np) -> tuple[Any, Any, Any, Any]:
+    r"""The Gaussian prior of the centred coefficients given ``s`` and ``tau``, in closed form.
+
+    :func:`centred_log_prior` is quadratic in ``c = (c_1, ..., c_k, c_b)``
+    for fixed hyperparameters (those of ``theta``; its coefficients are not
+    read). With :math:`eta_i = B^	op e_i` and :math:`\lambda = 1/\sigma^2`
+    per group, column ``i`` has mean :math:`seta_i` and precision
+    :math:`s^{-2}(\lambda_o I + \kappa\,eta_ieta_i^	op)`,
+    :math:`\kappa = k\lambda_o(\lambda_d - \lambda_o)/(\lambda_d + (k-1)\lambda_o)`,
+    and ``c_b`` has mean 0 and precision :math:`\lambda_b I`. So the whole
+    precision is :math:`lpha I + (\lambda_b - lpha) E_b + g\,U U^	op`
+    with :math:`lpha = \lambda_o/s^2`, :math:`g = \kappa/s^2`, ``E_b`` the
+    projection on ``c_b`` and ``U`` the ``k`` columns :math:`eta_i` (each in
+    its column's block): a scalar plus a correction of rank ``2k - 1``.
+
+    Returns
+    -------
+    s, alpha, lam_b, g : scalars
+    """
+    _check_centred(prior)
+    lso, lsd, lsb = _log_group_sds(theta, prior, k)
+    s = xp.exp(prior.log_scale(theta[0]))
+    lam_o, lam_d, lam_b = xp.exp(-2.0 * lso), xp.exp(-2.0 * lsd), xp.exp(-2.0 * lsb)
+    kappa = k * lam_o * (lam_d - lam_o) / (lam_d + (k - 1) * lam_o)
+    return s, lam_o / s**2, lam_b, kappa / s**2
+
+
+def centred_prior_factors(k: int) -> tuple[Array, Array]:
+    """``u0`` (prior mean / ``s``) and ``Y = [E_b columns, U]`` of :func:`centred_prior_precision`.
+
+    Shapes ``(m,)`` and ``(m, 2k - 1)`` for the ``m = k(k-1) + k - 1`` centred
+    coefficients; the ``k - 1`` columns of ``E_b`` first, then ``U``.
+    """
+    B = _basis(k)
+    m = k * (k - 1) + k - 1
+    u0 = np.zeros(m)
+    Y = np.zeros((m, 2 * k - 1))
+    for i in range(k):
+        u0[i * (k - 1):(i + 1) * (k - 1)] = B[i]
+        Y[i * (k - 1):(i + 1) * (k - 1), k - 1 + i] = B[i]
+    Y[k * (k - 1):, : k - 1] = np.eye(k - 1)
+    return u0, Y
 
 
 def to_centred(theta: ArrayLike, prior: StructuredPrior, k: int) -> Array:
