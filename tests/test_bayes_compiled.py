@@ -49,11 +49,14 @@ def data():
 
 
 def test_row_bucket_is_a_short_ladder():
-    sizes = [compiled.row_bucket(n) for n in range(1, 5000)]
-    assert all(b >= n for n, b in zip(range(1, 5000), sizes, strict=True))
-    assert all(b <= max(64, 1.5 * n) for n, b in zip(range(1, 5000), sizes, strict=True))
+    sizes = [compiled.row_bucket(n) for n in range(1, 20000)]
+    assert all(b >= n for n, b in zip(range(1, 20000), sizes, strict=True))
+    assert all(b <= max(64, 1.5 * n) for n, b in zip(range(1, 20000), sizes, strict=True))
+    assert all(b <= 1.25 * n for n, b in zip(range(1, 20000), sizes, strict=True) if n > 1024)
     assert np.all(np.diff(sizes) >= 0)
     assert sorted(set(sizes))[:6] == [64, 96, 128, 192, 256, 384]
+    assert sorted(set(sizes))[8:14] == [1024, 1280, 1536, 1792, 2048, 2560]
+    assert compiled.row_bucket(5000) == 5120
 
 
 @pytest.mark.parametrize(("prior", "centred"), [

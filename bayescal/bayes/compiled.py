@@ -17,7 +17,7 @@ the conditional whitening of :class:`~bayescal.bayes.models.ConditionalWhitening
 is written in the centred coefficients, where the prior precision given the
 hyperparameters is a scalar plus a fixed correction of rank ``2k - 1``
 (:func:`lowrank_theta`): a thin QR and a ``(2k - 1)``-square Cholesky per
-gradient instead, the same posterior. Only a diagonal mass matrix is adapted: a
+gradient instead, the same posterior (from :data:`LOWRANK_MIN_K` classes). Only a diagonal mass matrix is adapted: a
 dense one, estimated from warm-up windows of 25-100 draws in about 100
 dimensions (k = 10), is close to singular after NumPyro's regularisation, and
 then every trajectory ran to the depth limit (1023 leapfrog steps per draw
@@ -80,6 +80,14 @@ __all__ = ["cache_dir", "import_jax", "log_posterior", "lowrank_data", "lowrank_
 
 Array = NDArray[np.float64]
 
+#: Fewest classes sampled in the low-rank conditional coordinates
+#: (:func:`lowrank_theta`); below, the ``m x m`` Cholesky of
+#: :func:`~bayescal.bayes.models.conditional_theta` is as cheap (m = 8 at k = 3) and
+#: its geometry took fewer leapfrog steps: default fits at k = 3 (n = 100, 300) took
+#: 1.2 s and 1.8 s against 1.5 s and 2.2 s, at k = 4-6 the low-rank form was
+#: 5-20 % faster and at k = 10 5.3 times (docs/benchmarks.md, *Compiled sampler*).
+LOWRANK_MIN_K = 4
+
 #: Sample stats kept per draw, by ArviZ's names.
 STATS = ("diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate", "energy", "lp")
 
@@ -141,14 +149,18 @@ def _devices(chains: int) -> int:
 
 
 def row_bucket(n: int) -> int:
-    """Rows the compiled program holds for ``n`` rows: the next of 64, 96, 128, 192, 256, ...
+    """Rows the compiled program holds for ``n`` rows: the next of 64, 96, 128, 192, ..., 768,
+    then 1024, 1280, 1536, 1792, 2048, 2560, ...
 
-    (powers of two and 1.5 times them), so at most a third of the rows are
-    padding and a few programs serve every ``n``.
+    (powers of two and 1.5 times them, and quarter steps from 1024 rows, where the
+    likelihood's padded rows start to dominate a gradient's cost), so at most a third
+    of the rows are padding (a fifth from 1024 rows: 5000 rows run as 5120, not 6144)
+    and a few programs serve every ``n``.
     """
     size = 64
     while True:
-        for m in (size, size * 3 // 2):
+        steps = (4, 5, 6, 7) if size >= 1024 else (4, 6)
+        for m in (size * q // 4 for q in steps):
             if m >= n:
                 return m
         size *= 2
@@ -191,7 +203,8 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
     ``"conditional"``: ``v = (eta - hyper_loc, xi)``
     (:class:`~bayescal.bayes.models.ConditionalWhitening`); ``"lowrank"``:
     the same conditional whitening written in the centred coordinates
-    (:func:`lowrank_theta`).
+    (:func:`lowrank_theta`; from :data:`LOWRANK_MIN_K` classes when every group is
+    free).
     """
     import jax.numpy as jnp
     from jax.scipy.special import logsumexp
@@ -444,7 +457,7 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         kind = "centred"
         data |= {"loc": np.asarray(whiten.loc, dtype=np.float64),
                  "chol": np.asarray(whiten.chol, dtype=np.float64)}
-    elif all(prior.present):
+    elif all(prior.present) and k >= LOWRANK_MIN_K:
         kind = "lowrank"
         data |= lowrank_data(whiten, prior, k)
     else:

@@ -1341,7 +1341,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         if not isinstance(whiten, CentredWhitening) and coefs > MAX_CONDITIONAL_COEFS:
             where = ("in the conditional coordinates that these data need (the map's own "
                      "coordinates only when the data dominate the prior in every direction)")
-            if self.sampler_ == "jax" and all(prior.present):  # compiled.lowrank_theta
+            if self.sampler_ == "jax" and all(prior.present):  # compiled.lowrank_theta (k > 15)
                 why = (f"{where}, the largest measured to pass its checks: k = 15, n = 100 "
                        f"took {LOWRANK_FIT_SECONDS:.0f} s with the compiled sampler; at "
                        "k = 20, n = 100 a default fit took 14 minutes (60 divergences at "
