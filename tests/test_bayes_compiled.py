@@ -198,7 +198,27 @@ def test_compiled_posterior_matches_pymc_nuts():
     """
     q, y, _, _ = make_dirgen(150, K, rng=8)
     kw = {"draws": 1000, "tune": 500, "chains": 2, "progressbar": False, "random_seed": 4}
-    fits = [BayesianDirichletCalibrator(sampler=s, **kw).fit(q, y) for s in ("jax", "pymc")]
+    _assert_same_posterior([BayesianDirichletCalibrator(sampler=s, **kw).fit(q, y)
+                            for s in ("jax", "pymc")])
+
+
+def test_lowrank_and_cholesky_coordinates_sample_one_posterior(monkeypatch):
+    """k = 4, n = 150: the low-rank conditional coordinates (the default from
+    ``LOWRANK_MIN_K`` classes) and the Cholesky ones sample the same posterior."""
+    q, y, _, _ = make_dirgen(150, 4, rng=8)
+    kw = {"draws": 1000, "tune": 500, "chains": 2, "progressbar": False, "random_seed": 4}
+    assert compiled.LOWRANK_MIN_K <= 4
+    lowrank = BayesianDirichletCalibrator(**kw).fit(q, y)
+    monkeypatch.setattr(compiled, "LOWRANK_MIN_K", 5)
+    cholesky = BayesianDirichletCalibrator(**kw).fit(q, y)
+    assert lowrank.diagnostics_["coordinates"] == "conditional"
+    draws = [np.asarray(e.idata_.posterior["s"].values) for e in (lowrank, cholesky)]
+    assert not np.allclose(*draws)  # two samplers' draws, not one run twice
+    _assert_same_posterior([lowrank, cholesky])
+
+
+def _assert_same_posterior(fits):
+    """Means within 5 Monte Carlo standard errors, sds within 5 relative errors."""
     for est in fits:
         assert est.diagnostics_["passed"], est.diagnostics_
     for name in ("s", "tau", "W"):
