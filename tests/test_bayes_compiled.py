@@ -213,7 +213,7 @@ def test_lowrank_and_cholesky_coordinates_sample_one_posterior(monkeypatch):
     cholesky = BayesianDirichletCalibrator(**kw).fit(q, y)
     assert lowrank.diagnostics_["coordinates"] == "conditional"
     draws = [np.asarray(e.idata_.posterior["s"].values) for e in (lowrank, cholesky)]
-    assert not np.allclose(*draws)  # two samplers' draws, not one run twice
+    assert not np.allclose(draws[0][0, :100], draws[1][0, :100])  # two runs, not one twice
     _assert_same_posterior([lowrank, cholesky])
 
 
