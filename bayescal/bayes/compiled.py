@@ -17,11 +17,12 @@ the conditional whitening of :class:`~bayescal.bayes.models.ConditionalWhitening
 is written in the centred coefficients, where the prior precision given the
 hyperparameters is a scalar plus a fixed correction of rank ``2k - 1``
 (:func:`lowrank_theta`): a thin QR and a ``(2k - 1)``-square Cholesky per
-gradient instead, the same posterior (from :data:`LOWRANK_MIN_K` classes). Only a diagonal mass matrix is adapted: a
-dense one, estimated from warm-up windows of 25-100 draws in about 100
-dimensions (k = 10), is close to singular after NumPyro's regularisation, and
-then every trajectory ran to the depth limit (1023 leapfrog steps per draw
-against 15 with the diagonal one, k = 10, n = 5000).
+gradient instead, the same posterior (from :data:`LOWRANK_MIN_K` classes).
+Only a diagonal mass matrix is adapted: a dense one, estimated from warm-up
+windows of 25-100 draws in about 100 dimensions (k = 10), is close to singular
+after NumPyro's regularisation, and then every trajectory ran to the depth
+limit (1023 leapfrog steps per draw against 15 with the diagonal one, k = 10,
+n = 5000).
 
 One program per structure
 -------------------------
