@@ -526,18 +526,25 @@ class _Problem:
         return self._xt, self._xx
 
     # -- second order ------------------------------------------------------
-    def hessp(self, st: _State, v: Array) -> Array:
-        """Exact Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``, ``O(n k)`` else).
+    def hessp(self, st: _State, v: Array, dtype: Any = np.float64) -> Array:
+        """Hessian-vector product ``H v`` (``O(n k^2)`` for a full ``W``, ``O(n k)`` else).
 
-        A diagonal ``W`` (``w``, ``b``; direction ``(v, c)``) takes four
-        matrix-vector products with ``P`` and ``P o x`` (kept in the state):
-        with ``r = (P o x) v + P c`` and ``u = w o r``,
+        Exact in float64. A diagonal ``W`` (``w``, ``b``; direction ``(v, c)``)
+        takes four matrix-vector products with ``P`` and ``P o x`` (kept in the
+        state): with ``r = (P o x) v + P c`` and ``u = w o r``,
         ``H_w = v o S_xx + c o S_x - (P o x)' u`` and
         ``H_b = v o S_x + c o S - P' u``, where ``S``, ``S_x``, ``S_xx`` are the
         weighted column sums of ``P``, ``P o x``, ``P o x^2``.
+
+        ``dtype=np.float32`` runs a full ``W``'s two ``n x k x k`` products in
+        float32 (half their time; other structures ignore it), as CG uses it:
+        CG only has to solve the Newton system to a relative residual of at
+        least ``min(0.5, sqrt(|g|))`` (:func:`_cg_direction`), far above
+        float32's rounding, and convergence is judged on the float64 gradient,
+        so the fit is the same to ``tol``.
         """
+        k = self.k
         if self.structure == "diagonal":
-            k = self.k
             c = st.cache
             if "Sxx" not in c:
                 c["Sxx"] = np.einsum("n,na,na->a", self.sw, c["Px"], self.x)
@@ -547,36 +554,29 @@ class _Problem:
             hw = vw * c["Sxx"] + vb * c["Sx"] - u @ Px
             hb = vw * c["Sx"] + vb * c["S"] - u @ P
             return np.concatenate([hw, hb]) + self.pen_diag * v
-        U = self.logits(v)  # the map is linear in theta: J v = logits(v)
-        PU = st.P * U
-        T = (PU - st.P * PU.sum(axis=1, keepdims=True)) * self.sw[:, None]
-        return self._pullback(T) + self.pen_diag * v
+        if self.structure == "scalar":
+            U = self.logits(v)  # the map is linear in theta: J v = logits(v)
+            PU = st.P * U
+            T = (PU - st.P * PU.sum(axis=1, keepdims=True)) * self.sw[:, None]
+            return self._pullback(T) + self.pen_diag * v
+        x, P, sw = self._as_dtype(st, dtype)
+        U = x @ v[: k * k].reshape(k, k).T.astype(dtype, copy=False)  # J v = logits(v)
+        U += v[k * k:].astype(dtype, copy=False)
+        PU = P * U
+        T = (PU - P * PU.sum(axis=1, keepdims=True)) * sw
+        out = np.concatenate([(T.T @ x).ravel(), T.sum(axis=0)])
+        return out.astype(np.float64, copy=False) + self.pen_diag * v
 
-    def hessp_cg(self, st: _State, v: Array) -> Array:
-        """:meth:`hessp` as CG uses it: a full ``W``'s two ``n x k x k`` products in float32.
-
-        CG only has to solve the Newton system to a relative residual of at
-        least ``min(0.5, sqrt(|g|))`` (:func:`_cg_direction`), far above
-        float32's rounding; convergence is still judged on the float64
-        gradient, so the fit is the same to ``tol``. Half the time of the
-        float64 products, which dominate Newton-CG beyond ``k`` of about 30.
-        """
-        if self.structure != "full":
-            return self.hessp(st, v)
-        k, f32 = self.k, np.float32
-        c = st.cache
-        if "P32" not in c:
-            c["P32"] = st.P.astype(f32)
-        if not hasattr(self, "_x32"):
-            self._x32 = self.x.astype(f32)
-            self._sw32 = self.sw.astype(f32)[:, None]
-        x32, P32 = self._x32, c["P32"]
-        U = x32 @ v[: k * k].reshape(k, k).T.astype(f32)
-        U += v[k * k:].astype(f32)
-        PU = P32 * U
-        T = (PU - P32 * PU.sum(axis=1, keepdims=True)) * self._sw32
-        out = np.concatenate([(T.T @ x32).ravel(), T.sum(axis=0)]).astype(np.float64)
-        return out + self.pen_diag * v
+    def _as_dtype(self, st: _State, dtype: Any) -> tuple[Array, Array, Array]:
+        """``x``, ``P`` and the weights column ``(n, 1)`` in ``dtype``, converted once."""
+        if dtype == np.float64:
+            return self.x, st.P, self.sw[:, None]
+        key = np.dtype(dtype).name
+        if st.cache.get("P_dtype") != key:
+            st.cache.update(P_dtype=key, P_low=st.P.astype(dtype))
+        if getattr(self, "_low", (None,))[0] != key:
+            self._low = (key, self.x.astype(dtype), self.sw.astype(dtype)[:, None])
+        return self._low[1], st.cache["P_low"], self._low[2]
 
     def preconditioner(self, st: _State, reuse: dict[str, Any] | None = None) -> Any:
         """Approximate inverse Hessian for CG.
@@ -1277,7 +1277,7 @@ def _cg_direction(prob: _Problem, st: _State, precond: Any) -> tuple[Array, int]
     rz = float(r @ z)
     used = 0
     for _ in range(max(50, min(len(g), 500))):
-        Hd = prob.hessp_cg(st, d)
+        Hd = prob.hessp(st, d, np.float32)  # float32 products: see hessp
         used += 1
         dHd = float(d @ Hd)
         if dHd <= 0:  # flat direction (unpenalised invariance): stop here
