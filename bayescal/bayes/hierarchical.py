@@ -543,14 +543,14 @@ def centred_prior_precision(theta: Any, prior: StructuredPrior, k: int,
 
     :func:`centred_log_prior` is quadratic in ``c = (c_1, ..., c_k, c_b)``
     for fixed hyperparameters (those of ``theta``; its coefficients are not
-    read). With :math:`eta_i = B^	op e_i` and :math:`\lambda = 1/\sigma^2`
-    per group, column ``i`` has mean :math:`seta_i` and precision
-    :math:`s^{-2}(\lambda_o I + \kappa\,eta_ieta_i^	op)`,
+    read). With :math:`\beta_i = B^\top e_i` and :math:`\lambda = 1/\sigma^2`
+    per group, column ``i`` has mean :math:`s\beta_i` and precision
+    :math:`s^{-2}(\lambda_o I + \kappa\,\beta_i\beta_i^\top)`,
     :math:`\kappa = k\lambda_o(\lambda_d - \lambda_o)/(\lambda_d + (k-1)\lambda_o)`,
     and ``c_b`` has mean 0 and precision :math:`\lambda_b I`. So the whole
-    precision is :math:`lpha I + (\lambda_b - lpha) E_b + g\,U U^	op`
-    with :math:`lpha = \lambda_o/s^2`, :math:`g = \kappa/s^2`, ``E_b`` the
-    projection on ``c_b`` and ``U`` the ``k`` columns :math:`eta_i` (each in
+    precision is :math:`\alpha I + (\lambda_b - \alpha) E_b + g\,U U^\top`
+    with :math:`\alpha = \lambda_o/s^2`, :math:`g = \kappa/s^2`, ``E_b`` the
+    projection on ``c_b`` and ``U`` the ``k`` columns :math:`\beta_i` (each in
     its column's block): a scalar plus a correction of rank ``2k - 1``.
 
     Returns
