@@ -61,7 +61,7 @@ def test_row_bucket_is_a_short_ladder():
 
 @pytest.mark.parametrize(("prior", "centred"), [
     (p, c) for p in PRIORS for c in (False, True) if all(p.present) or not c])
-def test_jax_log_posterior_equals_pytensor(prior, centred, data):
+def test_jax_log_posterior_equals_pytensor(prior, centred, data, pytensor_py_linker):
     """Value and gradient in the non-centred and (every group free) centred ``theta``."""
     x, y = data
     rng = np.random.default_rng(0)
@@ -74,7 +74,7 @@ def test_jax_log_posterior_equals_pytensor(prior, centred, data):
         np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-10)
 
 
-def test_sampled_coordinates_equal_the_pymc_model(data):
+def test_sampled_coordinates_equal_the_pymc_model(data, pytensor_py_linker):
     """Conditional and centred coordinates: the JAX density is the PyMC model's logp."""
     from bayescal.bayes.laplace import structured_mode
 
@@ -190,6 +190,7 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_compiled_posterior_matches_pymc_nuts():
     """sampler="jax" and PyMC's NUTS sample one posterior (k = 3, n = 150).
 

@@ -63,7 +63,8 @@ def laplace_fit(data):
     ("prior", "center", "reg_mu"), [("odir", "identity", MU), ("l2", "identity", None),
                                     ("l2", "zero", None)]
 )
-def test_pymc_model_mode_equals_dirichlet_calibrator(prior, center, reg_mu, data):
+def test_pymc_model_mode_equals_dirichlet_calibrator(prior, center, reg_mu, data,
+                                                    pytensor_py_linker):
     """Maximising the PyMC model's own log-density gives DirichletCalibrator's map."""
     q, y = data
     x = log_features(q)

@@ -27,6 +27,9 @@ from bayescal.dirichlet import SufficientStatistics
 from bayescal.maps import dirlin_from_features, log_features
 from bayescal.optimize import make_penalty, multinomial_objective
 
+# every test here evaluates model graphs at a few points: no C / Numba compilation
+pytestmark = pytest.mark.usefixtures("pytensor_py_linker")
+
 
 def _stats(x, y):
     st = SufficientStatistics.from_features(x, y)

@@ -361,7 +361,7 @@ def test_cli_fit_bayes_writes_posterior(files: Path, data: dict[str, np.ndarray]
 def test_cli_refuses_to_save_a_non_converged_posterior(files: Path, capsys) -> None:
     """A posterior failing its checks: exit 2, one line naming them, no file written."""
     before = outputs(files)
-    argv = ["fit", str(files / "train.npz"), "--method", "bayes", "--param", "sampler=pymc",
+    argv = ["fit", str(files / "train.npz"), "--method", "bayes",
             "--param", "draws=20", "--param", "tune=20", "--param", "chains=2",
             "--param", "progressbar=false", "--param", "random_seed=0",
             "-o", str(files / "bad.json")]
