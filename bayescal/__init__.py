@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "load_uci": "bayescal.datasets",
     "make_dirgen": "bayescal.datasets",
     "make_dnn_scores": "bayescal.datasets",
+    "make_from_calibrator": "bayescal.datasets",
     **dict.fromkeys(("DirichletPrior", "dirichlet_logpdf", "fit_dirichlet"),
                     "bayescal.dirichlet"),
     **dict.fromkeys(
@@ -150,6 +151,7 @@ __all__ = [
     "log_loss",
     "make_dirgen",
     "make_dnn_scores",
+    "make_from_calibrator",
     "make_penalty",
     "max_calibration_error",
     "p_ece",

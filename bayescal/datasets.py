@@ -33,6 +33,7 @@ __all__ = [
     "load_uci",
     "make_dirgen",
     "make_dnn_scores",
+    "make_from_calibrator",
 ]
 
 
@@ -216,6 +217,76 @@ def make_dnn_scores(
         e = np.exp(temperature * z)
         q[sl] = e / e.sum(axis=1, keepdims=True)
     return q, y
+
+
+def make_from_calibrator(
+    calibrator: object,
+    scores: ArrayLike,
+    n: int,
+    *,
+    rng: np.random.Generator | int | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.intp], NDArray[np.float64]]:
+    r"""Data whose true calibration map is a fitted calibrator: realistic truths.
+
+    Draws ``n`` rows of ``scores`` with replacement (their empirical
+    distribution) and, for each, a label from the calibrator's probabilities
+
+    .. math:: q_i \sim \hat F_{\text{scores}}, \qquad
+       y_i \mid q_i \sim \operatorname{Categorical}\bigl(f(q_i)\bigr),
+
+    so ``f`` (``calibrator.predict_proba``) is the true calibration map of the
+    data. With ``f`` the MAP default fitted to a real calibration set and
+    ``scores`` that set's (or its test split's) scores, the truths and the
+    score distributions are those of real classifiers, not of one parametric
+    family: the benchmark of interval coverage on realistic truths
+    (``benchmarks/bench_bayes.py --only coverage_real``, docs/benchmarks.md)
+    draws its data sets this way.
+
+    Parameters
+    ----------
+    calibrator : fitted estimator with ``predict_proba``
+        The true map ``f`` (e.g. a fitted :class:`~bayescal.DirichletCalibrator`).
+    scores : array-like of shape (m, k)
+        The pool of scores, in the form ``calibrator.predict_proba`` takes.
+    n : int
+        Rows to draw.
+    rng : Generator, int or None
+        Seed or generator (never global state).
+
+    Returns
+    -------
+    q : ndarray of shape (n, k)
+        The drawn scores.
+    y : ndarray of shape (n,)
+        Labels in ``0 .. k-1`` drawn from ``p``.
+    p : ndarray of shape (n, k)
+        The true calibrated probabilities ``f(q)``.
+
+    Examples
+    --------
+    >>> from bayescal import DirichletCalibrator
+    >>> pool, labels, _, _ = make_dirgen(500, 3, rng=0)
+    >>> truth = DirichletCalibrator().fit(pool, labels)
+    >>> q, y, p = make_from_calibrator(truth, pool, 100, rng=1)
+    >>> q.shape, y.shape, bool(abs(p.sum(axis=1) - 1).max() < 1e-12)
+    ((100, 3), (100,), True)
+    """
+    n = check_positive_int(n, "n")
+    if not callable(getattr(calibrator, "predict_proba", None)):
+        raise ValueError("calibrator must be a fitted estimator with predict_proba; got "
+                         f"{type(calibrator).__name__}")
+    pool = np.asarray(scores, dtype=np.float64)
+    if pool.ndim != 2 or pool.shape[0] == 0:
+        raise ValueError(f"scores must be a non-empty 2-D array; got shape {pool.shape}")
+    rng = np.random.default_rng(rng)
+    q = pool[rng.integers(pool.shape[0], size=n)]
+    p = np.asarray(calibrator.predict_proba(q), dtype=np.float64)
+    if p.shape != q.shape:
+        raise ValueError(f"calibrator.predict_proba gave shape {p.shape} for scores of shape "
+                         f"{q.shape}; the truth must map k scores to k probabilities")
+    u = rng.random((n, 1))
+    y = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), p.shape[1] - 1).astype(np.intp)
+    return q, y, p
 
 
 # ---------------------------------------------------------------------------
