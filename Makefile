@@ -85,8 +85,9 @@ test-pymc5: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Tests marked `once` (pyproject.toml: the docs build and notebooks, the seeded SBC
-# of the JAX sampler, two more) run in the PyMC 5 stage only; pytest reports them
-# here as deselected.
+# of the JAX sampler, the JAX sampler's posterior checks against the PyMC model and
+# between its coordinates, two more) run in the PyMC 5 stage only; pytest reports
+# them here as deselected.
 test-pymc6: $(STAMP_NEW)
 	$(BIN_NEW)/python -c '$(call stack_check,6)'
 	@echo "PyMC 6 stage: the tests marked 'once' are deselected here (they ran in the PyMC 5 stage):"

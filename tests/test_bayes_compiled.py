@@ -207,6 +207,7 @@ def test_compiled_posterior_matches_the_pymc_model_sampled_by_numpyro():
                             for s in ("jax", "numpyro")])
 
 
+@pytest.mark.once
 def test_lowrank_and_cholesky_coordinates_sample_one_posterior(monkeypatch):
     """k = 4, n = 150: the low-rank conditional coordinates (the default from
     ``LOWRANK_MIN_K`` classes) and the Cholesky ones sample the same posterior."""
