@@ -172,7 +172,8 @@ SHORT = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False, "on_failu
 
 @pytest.mark.filterwarnings("ignore::bayescal.bayes.SamplingWarning")  # short runs
 def test_seeded_fits_repeat_and_reuse_one_program(data):
-    """The same seed gives the same draws; a new data set of the bucket compiles nothing."""
+    """The same seed gives the same draws; a new data set of the bucket, or another
+    ``target_accept`` (the divergence retry's), compiles nothing."""
     q = make_dirgen(90, K, rng=6)[0]
     y = make_dirgen(90, K, rng=6)[1]
     a = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
@@ -183,6 +184,11 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
     q2, y2, _, _ = make_dirgen(80, K, rng=7)  # another data set in the same bucket
     c = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q2, y2)
     assert compiled._program.cache_info().misses == misses
+    d = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"target_accept": 0.99})).fit(q, y)
+    assert compiled._program.cache_info().misses == misses
+    step = [np.asarray(_compat.group_dataset(e.idata_, "sample_stats")["step_size"])
+            for e in (b, d)]
+    assert np.median(step[1]) < np.median(step[0])  # the higher target adapted smaller steps
     assert c.posterior_draws("W").shape == (600, K, K)
     stats = _compat.group_dataset(c.idata_, "sample_stats")
     assert {"diverging", "n_steps", "tree_depth", "step_size", "energy", "lp"} <= set(stats)

@@ -29,8 +29,8 @@ One program per structure
 The data (features, class counts and sums, the whitening) are *arguments*
 of the program, so what it is compiled for is the structure only: the prior,
 ``k``, the coordinates (centred or conditional), the run's length
-(``tune``, ``draws``, ``chains``), ``target_accept`` and the number of rows
-rounded up to a bucket (:func:`row_bucket`; padded rows have weight 0 and
+(``tune``, ``draws``, ``chains``) and the number of rows rounded up to a
+bucket (:func:`row_bucket`; padded rows have weight 0 and
 change nothing). A second data set of the same structure in the process
 compiles nothing; in a new process the compilation is read from JAX's
 persistent cache (:func:`cache_dir`), so a machine compiles each structure
@@ -369,8 +369,12 @@ def log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, *,
 
 @functools.lru_cache(maxsize=8)
 def _program(prior: StructuredPrior, k: int, kind: str, tune: int, draws: int, chains: int,
-             target_accept: float, max_tree_depth: int):
-    """The jitted ``(key, v0, data) -> (draws of v, theta, s, tau, W, b; sample stats)``."""
+             max_tree_depth: int):
+    """The jitted ``(key, v0, data) -> (draws of v, theta, s, tau, W, b; sample stats)``.
+
+    ``data["target_accept"]`` is an argument too (the step-size adaptation's target
+    enters only its arithmetic), so a retry at a higher target reuses the program.
+    """
     jax = import_jax()
     import jax.numpy as jnp
     from numpyro.infer.hmc import hmc
@@ -391,7 +395,8 @@ def _program(prior: StructuredPrior, k: int, kind: str, tune: int, draws: int, c
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential, algo="NUTS")
 
         def chain(key, v):
-            state = init_kernel(v, tune, dense_mass=False, target_accept_prob=target_accept,
+            state = init_kernel(v, tune, dense_mass=False,
+                                target_accept_prob=data["target_accept"],
                                 max_tree_depth=max_tree_depth, model_args=(data,),
                                 rng_key=key)
 
@@ -471,8 +476,9 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
     v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
     keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
+    data["target_accept"] = np.float64(target_accept)
     program, devices = _program(prior, k, kind, int(tune), int(draws), int(chains),
-                                float(target_accept), int(max_tree_depth))
+                                int(max_tree_depth))
     if devices > 1:
         keys = keys.reshape(devices, chains // devices)
         v0 = v0.reshape(devices, chains // devices, dim)
