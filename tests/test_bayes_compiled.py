@@ -246,3 +246,26 @@ def _assert_same_posterior(fits):
         assert np.all(z <= 5.0), (name, z)
         rel = np.sqrt(0.5 / ess_sd[0] + 0.5 / ess_sd[1])
         assert np.all(np.abs(a.std(axis=0) / b.std(axis=0) - 1.0) / rel <= 5.0), name
+
+
+def test_mode_without_the_fast_extra_is_pytensors(monkeypatch, pytensor_py_linker):
+    """sampler="laplace" finds its mode with JAX where the fast extra is installed and with
+    PyTensor where not: the same mode and Laplace covariance."""
+    import bayescal.bayes.estimators as estimators
+
+    q, y, _, _ = make_dirgen(120, K, rng=9)
+    kw = {"sampler": "laplace", "draws": 20, "chains": 1, "random_seed": 0}
+    with_jax = BayesianDirichletCalibrator(**kw).fit(q, y)
+    calls = []
+    real = estimators._fast_extra_installed
+
+    def missing():
+        calls.append(1)
+        return False
+
+    monkeypatch.setattr(estimators, "_fast_extra_installed", missing)
+    without = BayesianDirichletCalibrator(**kw).fit(q, y)
+    assert calls and real()
+    np.testing.assert_allclose(without.coef_, with_jax.coef_, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(without.posterior_draws("W"), with_jax.posterior_draws("W"),
+                               rtol=1e-6, atol=1e-7)

@@ -128,6 +128,11 @@ CONDITIONAL_FIT_MINUTES = 7.4
 LOWRANK_FIT_SECONDS = 47.0
 
 
+def _fast_extra_installed() -> bool:
+    """Whether JAX and NumPyro (the ``fast`` extra) can be imported."""
+    return all(importlib.util.find_spec(m) is not None for m in ("jax", "numpyro"))
+
+
 def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
     """The sampler ``"auto"`` stands for (any other name is returned as is).
 
@@ -137,7 +142,7 @@ def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
     """
     if sampler != "auto":
         return sampler
-    if compiled and all(importlib.util.find_spec(m) is not None for m in ("jax", "numpyro")):
+    if compiled and _fast_extra_installed():
         return "jax"
     return "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
 
@@ -1308,11 +1313,12 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         k = x.shape[1]
         prior = self.prior_ = self._structured_prior()
         self.log_evidence_ = float("nan")
-        # the mode and its Hessian from JAX's log posterior where JAX is installed (the
-        # same function as PyTensor's to 1e-12, tests/test_bayes_compiled.py; a cold
-        # compile of about a second against 25-40 s for PyTensor's C or Numba code)
+        # the mode and its Hessian from JAX's log posterior where the fast extra (JAX and
+        # NumPyro) is installed (the same function as PyTensor's to 1e-12,
+        # tests/test_bayes_compiled.py; a cold compile of about a second against 25-40 s
+        # for PyTensor's C or Numba code)
         log_posterior = (compiled_log_posterior
-                         if self.sampler_ == "jax" or importlib.util.find_spec("jax")
+                         if self.sampler_ == "jax" or _fast_extra_installed()
                          else structured_log_posterior)
         if "mode" not in self._reused:  # a retry reuses the first attempt's mode and whitening
             theta0 = np.zeros(n_params(prior, k))
