@@ -239,7 +239,7 @@ def make_from_calibrator(
     ``scores`` that set's (or its test split's) scores, the truths and the
     score distributions are those of real classifiers, not of one parametric
     family: the benchmark of interval coverage on realistic truths
-    (``benchmarks/bench_bayes.py --only coverage_real``, docs/benchmarks.md)
+    (``benchmarks/bench_bayes.py --checks coverage_real``, docs/benchmarks.md)
     draws its data sets this way.
 
     Parameters

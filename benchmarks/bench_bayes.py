@@ -423,6 +423,16 @@ def _slope(W):
     return np.trace(Wc, axis1=-2, axis2=-1) / (W.shape[-1] - 1)
 
 
+def _interval_check(est, qt, truth, hdi: float) -> dict:
+    """How often ``est``'s ``hdi`` credible intervals at scores ``qt`` hold ``truth``, with
+    the mean width, the fit's floor and its diagnostics (the coverage checks' row fields)."""
+    lo, hi = est.credible_interval(qt, hdi_prob=hdi)
+    inside = (lo <= truth) & (truth <= hi)
+    return {"sampler": est.sampler_, "backend": _backend(), "coverage": float(inside.mean()),
+            "width": float(np.mean(hi - lo)), "eps": float(est.eps_),
+            **{m: est.diagnostics_.get(m) for m in ("r_hat_max", "divergences", "passed")}}
+
+
 def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="auto",
                    params=None):
     """Coverage of ``credible_interval(hdi_prob)`` on the true calibrated probability.
@@ -448,22 +458,14 @@ def bench_coverage(out: Path, sizes, reps, k=3, n_test=500, hdi=0.9, sampler="au
             qt, _, _, _ = make_dirgen(n_test, k, rng=[8, n, r], alpha=alpha, pi=pi)
             truth = dirgen_map(qt, alpha, pi)
             est, dt = _fit_default(q, y, sampler, r, params)
-            lo, hi = est.credible_interval(qt, hdi_prob=hdi)
-            inside = (lo <= truth) & (truth <= hi)
-            diag = est.diagnostics_
+            check = _interval_check(est, qt, truth, hdi)
             post = getattr(est, "idata_", None)
             slope_rank = (float(np.mean(_slope(post.posterior["W"].values)
                                         < _slope(dirgen_to_dirlin(alpha, pi)[0])))
                           if post is not None and "W" in post.posterior else None)
-            _append(out, {"key": key, "n": n, "rep": r, "sampler": est.sampler_,
-                          "backend": _backend(),
-                          "coverage": float(inside.mean()),
-                          "width": float(np.mean(hi - lo)),
-                          "eps": float(est.eps_),
-                          "slope_rank": slope_rank,
-                          "seconds": round(dt, 2),
-                          **{m: diag.get(m) for m in ("r_hat_max", "divergences", "passed")}})
-            print(key, float(inside.mean()), flush=True)
+            _append(out, {"key": key, "n": n, "rep": r, **check, "slope_rank": slope_rank,
+                          "seconds": round(dt, 2)})
+            print(key, check["coverage"], flush=True)
 
 
 def summarise_coverage(path: Path) -> list[dict]:
@@ -780,7 +782,9 @@ def bench_coverage_real(out: Path, scores_dir: Path, sizes, reps=1, n_test=500, 
     Bayesian estimator, and checks how often the interval of each class's
     calibrated probability holds the truth's on ``n_test`` scores drawn from
     the case's test split. A cell (sampler, n) holds ``reps`` data sets per
-    case; its standard error is over data sets.
+    case; its standard error is over data sets. The draws are seeded by the
+    case's position in the run's list of cases, so a table is reproduced with
+    the same ``--datasets``.
     """
     from bayescal import DirichletCalibrator
     from bayescal.datasets import make_from_calibrator
@@ -801,21 +805,13 @@ def bench_coverage_real(out: Path, scores_dir: Path, sizes, reps=1, n_test=500, 
                 q, y, _ = make_from_calibrator(truth, d["p_cal"], n, rng=[11, ci, n, r])
                 qt, _, pt = make_from_calibrator(truth, d["p_test"], n_test, rng=[12, ci, n, r])
                 est, dt = _fit_default(q, y, sampler, r, params)
-                lo, hi = est.credible_interval(qt, hdi_prob=hdi)
-                inside = (lo <= pt) & (pt <= hi)
-                diag = est.diagnostics_
+                check = _interval_check(est, qt, pt, hdi)
                 _append(out, {"key": key, "case": case, "n": n, "rep": r, "k": q.shape[1],
-                              "sampler": est.sampler_, "backend": _backend(),
-                              "coverage": float(inside.mean()),
-                              "width": float(np.mean(hi - lo)),
-                              "eps": float(est.eps_), "truth_eps": float(truth.eps_),
-                              "slope_rank": None,
+                              **check, "truth_eps": float(truth.eps_), "slope_rank": None,
                               "truth_reg": {g: float(getattr(truth, f"{g}_"))
                                             for g in ("reg_lambda", "reg_diag", "reg_mu")},
-                              "seconds": round(dt, 2),
-                              **{m: diag.get(m) for m in ("r_hat_max", "divergences",
-                                                          "passed")}})
-                print(key, round(float(inside.mean()), 3), round(dt, 1), flush=True)
+                              "seconds": round(dt, 2)})
+                print(key, round(check["coverage"], 3), round(dt, 1), flush=True)
 
 
 def _run_check(name: str, path: Path, args, sizes) -> None:

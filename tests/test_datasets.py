@@ -46,16 +46,16 @@ def test_labels_follow_the_truth(truth):
             assert abs(r.mean()) <= 4 * se, (j, r.mean(), se)
 
 
-@pytest.mark.parametrize(("args", "match"), [
-    (("pool", 0), r"n must be a positive integer; got 0"),
-    ((None, 10), r"scores must be a non-empty 2-D array; got shape \(\)"),
-    (("flat", 10), r"scores must be a non-empty 2-D array; got shape \(3,\)"),
+@pytest.mark.parametrize(("which", "n", "match"), [
+    ("pool", 0, r"n must be a positive integer; got 0"),
+    ("scalar", 10, r"scores must be a non-empty 2-D array; got shape \(\)"),
+    ("row", 10, r"scores must be a non-empty 2-D array; got shape \(3,\)"),
 ])
-def test_bad_input(truth, args, match):
+def test_bad_input(truth, which, n, match):
     cal, pool = truth
-    scores = {"pool": pool, "flat": pool[0], None: None}[args[0]]
+    scores = {"pool": pool, "scalar": np.float64(1.0), "row": pool[0]}[which]
     with pytest.raises(ValueError, match=match):
-        make_from_calibrator(cal, scores if scores is not None else np.float64(1.0), args[1])
+        make_from_calibrator(cal, scores, n)
 
 
 def test_a_calibrator_without_predict_proba_is_refused(truth):
