@@ -23,7 +23,9 @@ STAMP      := $(VENV)/.installed
 STAMP_NEW  := $(VENV_NEW)/.installed
 
 # Two pytest-xdist workers (the CI machine has two cores); the docs build and
-# the notebook tests that read it share one worker (xdist_group "docs").
+# the notebook tests that read it share one worker (xdist_group "docs", handed
+# out first), as do the tests of one module that share a fitted model
+# (tests/conftest.py).
 PYTEST_ARGS ?= -n 2 --dist loadgroup -rs
 
 # PyTensor (Bayesian models): one compile cache reused by test, demo, bench and
@@ -47,7 +49,7 @@ stack_check = import importlib.metadata as m, sys; \
   print("stack: Python", sys.version.split()[0], " ".join(f"{d} {x}" for d, x in v.items())); \
   sys.exit(0 if v["pymc"].startswith("$(1).") else f"expected PyMC $(1).x in {sys.prefix}")
 
-.PHONY: demo test test-pymc5 test-pymc6 lint install install-new clean docs docs-check bench
+.PHONY: demo test test-pymc5 test-pymc6 lint install install-new install-both clean docs docs-check bench
 
 $(BIN)/python:
 	@py="$(PYTHON)"; [ -n "$$py" ] || py=$$(.ci/find-python 3.11) || exit 1; \
@@ -78,7 +80,12 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint test-pymc5 test-pymc6
+# Both environments are installed first, side by side (downloads and unpacking
+# wait on the network and the disk more than on the CPU), then each stage runs.
+test: install-both lint test-pymc5 test-pymc6
+
+install-both:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(STAMP_NEW)
 
 test-pymc5: $(STAMP)
 	$(BIN)/python -c '$(call stack_check,5)'

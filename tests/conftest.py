@@ -67,3 +67,35 @@ def pytensor_py_linker():
     with pytensor.config.change_flags(mode=mode):
         yield
     models._structured_logp_fn.cache_clear()
+
+
+
+def _group(item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    return (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+
+
+def _shares_a_module_fit(item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture named ``*_fit`` (a fitted model)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(name.endswith("_fit") and fixturedefs[-1].scope == "module"
+               for name, fixturedefs in defs.items())
+
+
+def pytest_collection_modifyitems(config, items):
+    """Schedule the suite for pytest-xdist's ``loadgroup`` (``make test``'s two workers).
+
+    * Tests that use a module-scoped fitted model (a fixture named ``*_fit``,
+      e.g. a PyMC NUTS fit: 5-25 s, most of it compiling the model) join one
+      group per module, so the model is fitted once, not once on each worker
+      that happens to run one of them.
+    * The documentation build (group "docs") is handed out first. It is the
+      longest unit of the suite (every notebook and example executed, about
+      two minutes of one core) and ``loadgroup`` gives units to the workers in
+      collection order: collected last, it would start late and leave the
+      other worker idle at the end.
+    """
+    for item in items:
+        if _group(item) is None and _shares_a_module_fit(item):
+            item.add_marker(pytest.mark.xdist_group(f"fits-{item.path.stem}"))
+    items.sort(key=lambda item: _group(item) != "docs")  # stable: the order within each part stays
