@@ -69,7 +69,6 @@ def pytensor_py_linker():
     models._structured_logp_fn.cache_clear()
 
 
-
 def _group(item) -> str | None:
     marker = item.get_closest_marker("xdist_group")
     return (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
