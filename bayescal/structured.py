@@ -497,7 +497,9 @@ def fit_structured(
         under another floor): when some strength is "auto", each gets its own
         temperature and evidence strengths, and the features with the largest
         log evidence are kept (``StructuredFit.features``: 0 for ``x``, ``i``
-        for ``alternatives[i - 1]``).
+        for ``alternatives[i - 1]``; ties keep the first). An alternative equal
+        to ``x`` (a floor below every score) is not fitted again: its evidence
+        would tie with ``x``'s.
 
     Returns
     -------
@@ -531,6 +533,8 @@ def fit_structured(
         return StructuredFit(fit, s, strengths)
     best = None
     for index, xa in enumerate((x, *alternatives)):
+        if index and np.array_equal(xa, x):
+            continue  # the same features (e.g. no score below the floor): the same evidence
         s = fit_temperature_scale(xa, y, sw)
         first = init if init is not None else (s * np.eye(k), np.zeros(k))
         reuse: dict[str, Any] = {}

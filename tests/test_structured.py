@@ -153,6 +153,28 @@ def test_evidence_strengths_maximise_the_evidence(synth):
                 assert evidence({**ev, g: v * f}) <= best + 0.05
 
 
+def test_an_alternative_equal_to_the_features_is_not_fitted_again(synth, monkeypatch):
+    """eps="auto" with no score below the floor: the floored features equal ``x``, so
+    their evidence would tie; the fit is the one without the alternative, fitted once."""
+    import bayescal.structured as structured
+
+    q, y = synth
+    x = log_features(q)
+    calls = []
+    real = structured._evidence_strengths
+    monkeypatch.setattr(structured, "_evidence_strengths",
+                        lambda xa, *a, **kw: calls.append(xa) or real(xa, *a, **kw))
+    alone = fit_structured(x, y)
+    assert len(calls) == 1
+    twice = fit_structured(x, y, alternatives=(x.copy(),))
+    assert len(calls) == 2 and twice.features == 0
+    np.testing.assert_array_equal(twice.fit.theta, alone.fit.theta)
+    assert twice.strengths == alone.strengths and twice.log_evidence == alone.log_evidence
+    other = np.maximum(x, np.quantile(x, 0.2))  # a real alternative is still fitted
+    fit_structured(x, y, alternatives=(other,))
+    assert len(calls) == 4
+
+
 # -- the limits -----------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [DirichletCalibrator, MatrixScaler])
 def test_strong_end_is_temperature_scaling(synth, cls):
