@@ -9,6 +9,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+#: Under pytest-xdist every worker (and every process it starts: the docs build's
+#: notebook kernels, the CLI tests' subprocesses) runs BLAS and OpenMP on one thread.
+#: With their default of one thread per core, two workers on two cores oversubscribe
+#: the CPU: the warm PyMC 5 stage took 384 s against 302 s held to one thread (the
+#: docs build 216 s against 116 s; docs/benchmarks.md, "Bayesian defaults").
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # this process's libraries, already loaded
+
 settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -81,6 +93,7 @@ def _shares_a_module_fit(item) -> bool:
                for name, fixturedefs in defs.items())
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Schedule the suite for pytest-xdist's ``loadgroup`` (``make test``'s two workers).
 
@@ -93,6 +106,10 @@ def pytest_collection_modifyitems(config, items):
       two minutes of one core) and ``loadgroup`` gives units to the workers in
       collection order: collected last, it would start late and leave the
       other worker idle at the end.
+
+    It runs first (``tryfirst``): pytest-xdist's worker appends each item's
+    group to its node id in its own ``pytest_collection_modifyitems``, and a
+    group added after that is ignored by ``loadgroup``.
     """
     for item in items:
         if _group(item) is None and _shares_a_module_fit(item):
