@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 #: docs build 216 s against 116 s; docs/benchmarks.md, "Bayesian defaults").
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, "1")
+        os.environ[_var] = "1"
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # this process's libraries, already loaded
