@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 #: notebook kernels, the CLI tests' subprocesses) runs BLAS and OpenMP on one thread.
 #: With their default of one thread per core, two workers on two cores oversubscribe
 #: the CPU: the warm PyMC 5 stage took 384 s against 302 s held to one thread (the
-#: docs build 216 s against 116 s; docs/benchmarks.md, "Bayesian defaults").
+#: docs build 216 s against 116 s; docs/benchmarks.md, "Two workers, one thread each").
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[_var] = "1"
