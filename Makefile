@@ -50,8 +50,17 @@ export BAYESCAL_REQUIRE_EXTRAS = 1
 # source (importing PyMC, JAX and ArviZ: 12 s against 5 s). Both venvs, fresh,
 # on this 2-core machine: 56 s against 74 s with pip (docs/benchmarks.md,
 # *The test command's own cost*).
-uv_install = $(1)/python -m pip install -q uv && \
+# INSTALLER=pip installs with pip instead: pip reads pip.conf's index settings,
+# uv reads its own (UV_INDEX_URL, uv.toml).
+INSTALLER ?= uv
+ifeq ($(INSTALLER),pip)
+venv_install = $(1)/python -m pip install -q
+else ifeq ($(INSTALLER),uv)
+venv_install = $(1)/python -m pip install -q uv && \
   $(1)/python -m uv pip install -q --compile-bytecode --python $(1)/python
+else
+$(error INSTALLER must be uv or pip; got '$(INSTALLER)')
+endif
 
 # Print the interpreter and the versions resolved, and stop unless PyMC has
 # major version $(1): each venv must really hold its stack.
@@ -71,12 +80,12 @@ $(BIN_NEW)/python:
 	echo "creating $(VENV_NEW) with $$py"; "$$py" -m venv $(VENV_NEW)
 
 $(STAMP): pyproject.toml Makefile | $(BIN)/python
-	$(call uv_install,$(BIN)) -e ".[$(EXTRAS)]"
+	$(call venv_install,$(BIN)) -e ".[$(EXTRAS)]"
 	touch $@
 
 # --upgrade: the newest PyMC / ArviZ / PyTensor the pins allow, also in an old venv
 $(STAMP_NEW): pyproject.toml Makefile | $(BIN_NEW)/python
-	$(call uv_install,$(BIN_NEW)) --upgrade -e ".[$(EXTRAS)]"
+	$(call venv_install,$(BIN_NEW)) --upgrade -e ".[$(EXTRAS)]"
 	touch $@
 
 install: $(STAMP)
