@@ -6,7 +6,7 @@
 #
 #   .venv     Python 3.11      PyMC 5, ArviZ 0.2x, PyTensor 2   make test-pymc5
 #   .venv312  Python >= 3.12   PyMC 6, ArviZ 1.x, PyTensor 3    make test-pymc6
-#                              (the newest releases pip resolves)
+#                              (the newest releases the installer resolves)
 #
 # The interpreters are found by .ci/find-python (pyenv's versions, then
 # python3.11 / python3.12 on PATH); name them with PYTHON=... / PYTHON_NEW=...
