@@ -369,3 +369,29 @@ def test_mode_is_spelled_mode_and_map_warns(laplace_fit, data):
     np.testing.assert_array_equal(old, mode)
     with pytest.raises(ValueError, match="kind"):
         laplace_fit.predict_proba(q, kind="median")
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_pointwise_log_likelihood_is_the_log_softmax_of_every_draw(monkeypatch, chunk):
+    """``ln softmax(W_s x_i + b_s)[y_i]``, draw by draw, to 1e-12, in chunks of any size.
+
+    The reference is the direct per-draw formula; ``chunk`` draws at a time
+    (1, a size that leaves a remainder, and all at once), with the leading
+    (chain, draw) axes kept.
+    """
+    from bayescal.bayes import estimators
+
+    monkeypatch.setattr(estimators, "draws_per_chunk", lambda n, k: chunk)
+    rng = np.random.default_rng(7)
+    for k, n in ((3, 11), (5, 4)):
+        W = rng.normal(size=(2, 5, k, k)) * 3.0
+        b = rng.normal(size=(2, 5, k))
+        x = rng.normal(size=(n, k)) * 10.0  # large logits: the max shift matters
+        y = rng.integers(0, k, size=n)
+        got = estimators.pointwise_log_likelihood(W, b, x, y)
+        assert got.shape == (2, 5, n)
+        for c in range(2):
+            for d in range(5):
+                z = x @ W[c, d].T + b[c, d]
+                want = z[np.arange(n), y] - logsumexp(z, axis=1)
+                np.testing.assert_allclose(got[c, d], want, rtol=0, atol=1e-12)

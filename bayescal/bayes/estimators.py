@@ -166,14 +166,21 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
     lead = W.shape[:-2]
     n, k = x.shape
     Wf, bf = W.reshape(-1, k, k), b.reshape(-1, k)
-    out = np.empty((Wf.shape[0], n))
+    n_draws = Wf.shape[0]
+    out = np.empty((n_draws, n))
     step = draws_per_chunk(n, k)
     rows = np.arange(n)
-    for s in range(0, Wf.shape[0], step):
-        z = np.einsum("ni,sji->snj", x, Wf[s : s + step]) + bf[s : s + step, None, :]
-        top = z.max(axis=-1, keepdims=True)
-        lse = top[..., 0] + np.log(np.exp(z - top).sum(axis=-1))
-        out[s : s + step] = z[:, rows, y] - lse
+    xt = np.ascontiguousarray(x.T)
+    for s in range(0, n_draws, step):
+        c = min(step, n_draws - s)
+        # the logits of c draws as one matrix product, laid out (draw, class, sample)
+        # so that every elementwise pass runs over contiguous samples
+        z = (Wf[s : s + c].reshape(c * k, k) @ xt).reshape(c, k, n)
+        z += bf[s : s + c, :, None]
+        z -= z.max(axis=1)[:, None, :]
+        picked = z[:, y, rows]
+        np.exp(z, out=z)
+        out[s : s + c] = picked - np.log(z.sum(axis=1))
     return out.reshape(*lead, n)
 
 
