@@ -203,3 +203,30 @@ def test_bad_labels(data):
     q, y, _, _ = data
     with pytest.raises(ValueError, match="outside the classes"):
         BayesianGenerativeCalibrator(sampler="laplace").fit(q[:10], np.full(10, 5))
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_pointwise_joint_is_the_class_prior_times_the_dirichlet_density(monkeypatch, chunk):
+    """``ln pi_{y_i} + ln Dir(q_i; alpha_{y_i})`` per draw, to 1e-10, in chunks of any size.
+
+    The reference is :func:`scipy.stats.dirichlet.logpdf`, draw by draw and row
+    by row; the leading (chain, draw) axes are kept.
+    """
+    from scipy.stats import dirichlet
+
+    from bayescal.bayes import laplace
+
+    monkeypatch.setattr(laplace, "draws_per_chunk", lambda n, k: chunk)
+    rng = np.random.default_rng(3)
+    for k, n in ((3, 9), (4, 5)):
+        alpha = rng.gamma(2.0, 2.0, size=(2, 4, k, k))
+        pi = rng.dirichlet(np.ones(k), size=(2, 4))
+        q = rng.dirichlet(np.ones(k), size=n)
+        y = rng.integers(0, k, size=n)
+        got = laplace.dirgen_pointwise_joint(alpha, pi, np.log(q), y)
+        assert got.shape == (2, 4, n)
+        for c in range(2):
+            for d in range(4):
+                want = [np.log(pi[c, d, y[i]]) + dirichlet.logpdf(q[i], alpha[c, d, y[i]])
+                        for i in range(n)]
+                np.testing.assert_allclose(got[c, d], want, rtol=1e-10, atol=1e-10)

@@ -595,16 +595,19 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         W, b = self._draws("W"), self._draws("b")
         n, k = x.shape
         step = draws_per_chunk(n, k)
+        xt = np.ascontiguousarray(x.T)
         for s in range(0, W.shape[0], step):
             Ws = W[s : s + step]
             m = Ws.shape[0]
-            # one GEMM for the chunk: logits[s, n, j] = sum_i x[n, i] W[s, j, i] + b[s, j]
-            logits = (x @ Ws.reshape(m * k, k).T).reshape(n, m, k).transpose(1, 0, 2)
-            logits = logits + b[s : s + step, None, :]
-            logits -= logits.max(axis=-1, keepdims=True)
+            # one GEMM for the chunk, laid out (draw, class, sample) so that every
+            # elementwise pass runs over contiguous samples:
+            # logits[s, j, n] = sum_i W[s, j, i] x[n, i] + b[s, j]
+            logits = (Ws.reshape(m * k, k) @ xt).reshape(m, k, n)
+            logits += b[s : s + step, :, None]
+            logits -= logits.max(axis=1)[:, None, :]
             np.exp(logits, out=logits)
-            logits /= logits.sum(axis=-1, keepdims=True)
-            yield logits
+            logits /= logits.sum(axis=1)[:, None, :]
+            yield logits.transpose(0, 2, 1)  # (draw, sample, class), a view
 
     def predict_proba_draws(self, scores: ArrayLike) -> Array:
         """The calibrated probabilities of every posterior draw.

@@ -250,15 +250,18 @@ def dirgen_log_evidence(log_alpha: ArrayLike, neg_hessian: ArrayLike, counts: Ar
     return labels + float(per_class.sum())
 
 
-#: Elements of the (draws, n, k) temporaries computed at once by the per-draw loops.
-CHUNK_ELEMENTS = 20_000_000
+#: Elements of the (draws, n, k) temporaries computed at once by the per-draw loops:
+#: 2 MB of float64, which stay in the CPU's cache through the loop's several passes
+#: (the pointwise log-likelihood of 4000 draws, n = 5000, k = 10: 0.53 s against
+#: 1.2 s in chunks of 20 million elements).
+CHUNK_ELEMENTS = 1 << 18
 
 
 def draws_per_chunk(n: int, k: int) -> int:
     """Draws processed together by a per-draw loop over ``n`` samples of ``k`` classes.
 
     Bounds the (draws, n, k) temporaries to :data:`CHUNK_ELEMENTS` elements
-    (about 160 MB of float64).
+    (at least one draw).
     """
     return max(1, CHUNK_ELEMENTS // max(1, n * k))
 
@@ -274,13 +277,19 @@ def dirgen_pointwise_joint(alpha: ArrayLike, pi: ArrayLike, x: Array, y: Array) 
     lead = alpha.shape[:-2]
     n, k = x.shape
     af, pf = alpha.reshape(-1, k, k), pi.reshape(-1, k)
-    out = np.empty((af.shape[0], n))
+    n_draws = af.shape[0]
+    # what depends on the class only, once per (draw, class): ln pi_c plus the
+    # Dirichlet's log normaliser ln Gamma(sum_j alpha_cj) - sum_j ln Gamma(alpha_cj)
+    per_class = np.log(pf) + gammaln(af.sum(axis=-1)) - gammaln(af).sum(axis=-1)
+    out = np.empty((n_draws, n))
     step = draws_per_chunk(n, k)
-    for s in range(0, af.shape[0], step):
-        A = af[s : s + step][:, y]                           # (draws, n, k)
-        logn = gammaln(A.sum(axis=-1)) - gammaln(A).sum(axis=-1)
-        out[s : s + step] = (logn + np.einsum("sni,ni->sn", A - 1.0, x)
-                             + np.log(pf[s : s + step][:, y]))
+    rows = np.arange(n)
+    xt = np.ascontiguousarray(x.T)
+    for s in range(0, n_draws, step):
+        c = min(step, n_draws - s)
+        # sum_j (alpha_cj - 1) ln q_ij for every class c as one product; keep c = y_i
+        z = ((af[s : s + c] - 1.0).reshape(c * k, k) @ xt).reshape(c, k, n)
+        out[s : s + c] = z[:, y, rows] + per_class[s : s + c][:, y]
     return out.reshape(*lead, n)
 
 
