@@ -272,27 +272,30 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
 
     used = _failing_first(mod, monkeypatch, ess_tail_min=341.0)
     q, y = data
-    small = SMALL | {"draws": 400}
+    # draws = 500, so that the retry's 1000 draws run the program the module's other
+    # fits (SMALL) compiled; then a given retry_draws unlike "auto"'s, likewise 1000
+    small = SMALL | {"draws": 500}
     est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **small).fit(q, y)
-    assert used == [(0.95, 400), (0.95, 800)]  # "auto": twice draws
-    assert est.diagnostics_["passed"] and est.diagnostics_["n_draws"] == 800
-    assert est.posterior_draws("W").shape[0] == SMALL["chains"] * 800
-    assert [a["draws"] for a in est.diagnostics_["attempts"]] == [400, 800]
+    assert used == [(0.95, 500), (0.95, 1000)]  # "auto": twice draws
+    assert est.diagnostics_["passed"] and est.diagnostics_["n_draws"] == 1000
+    assert est.posterior_draws("W").shape[0] == SMALL["chains"] * 1000
+    assert [a["draws"] for a in est.diagnostics_["attempts"]] == [500, 1000]
     used.clear()
-    BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_draws=600,
-                                **small).fit(q, y)
-    assert used == [(0.95, 400), (0.95, 600)]
+    BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_draws=1000,
+                                **(small | {"draws": 400})).fit(q, y)
+    assert used == [(0.95, 400), (0.95, 1000)]  # "auto" would have drawn 800
     used.clear()
     with pytest.raises(ConvergenceError, match="made to fail"):
         BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_draws=None,
                                     **small).fit(q, y)
-    assert used == [(0.95, 400)]
+    assert used == [(0.95, 500)]
 
 
 def test_convergence_error_leaves_the_estimator_unfitted(data):
     q, y = data
+    # no retry with more draws (tested above): one compiled program for this test
     est = BayesianDirichletCalibrator(draws=30, tune=30, chains=2, random_seed=0,
-                                      progressbar=False)
+                                      progressbar=False, retry_draws=None)
     with pytest.raises(ConvergenceError, match=r"failed its convergence checks: .*ESS"):
         est.fit(q, y)
     with pytest.raises(NotFittedError):

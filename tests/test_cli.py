@@ -364,6 +364,7 @@ def test_cli_refuses_to_save_a_non_converged_posterior(files: Path, capsys) -> N
     argv = ["fit", str(files / "train.npz"), "--method", "bayes",
             "--param", "draws=20", "--param", "tune=20", "--param", "chains=2",
             "--param", "progressbar=false", "--param", "random_seed=0",
+            "--param", "retry_draws=null",  # no retry with more draws: one program to compile
             "-o", str(files / "bad.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err
