@@ -33,7 +33,7 @@ from bayescal import (
 from bayescal._validation import EPS
 from bayescal.bayes import ConvergenceError, SamplingWarning, compare
 from bayescal.bayes._sampling import enforce
-from bayescal.bayes.estimators import TUNE_AUTO, TUNE_AUTO_CENTRED
+from bayescal.bayes.estimators import TUNE_AUTO, TUNE_AUTO_CENTRED, TUNE_AUTO_COMPILED
 from bayescal.bayes.hierarchical import draw_prior, maps_of
 from bayescal.maps import dirlin_map, log_features
 
@@ -128,15 +128,19 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
 
 
 def test_tune_auto_resolves_by_coordinates():
-    """``tune="auto"``: 1000 warm-up steps, 300 in centred coordinates; an integer as given."""
+    """``tune="auto"``: 300 warm-up steps in centred coordinates, else 500 with the compiled
+    sampler and 1000 with the others; an integer as given."""
     from bayescal.bayes.models import CentredWhitening
 
     centred = CentredWhitening(loc=np.zeros(3), chol=np.eye(3))
     est = BayesianDirichletCalibrator()
     assert est.tune == "auto"
     assert est._resolve_tune(None) == est.tune_ == TUNE_AUTO == 1000
+    assert est._resolve_tune(None, compiled=True) == est.tune_ == TUNE_AUTO_COMPILED == 500
     assert est._resolve_tune(centred) == est.tune_ == TUNE_AUTO_CENTRED == 300
+    assert est._resolve_tune(centred, compiled=True) == TUNE_AUTO_CENTRED
     assert BayesianDirichletCalibrator(tune=50)._resolve_tune(centred) == 50
+    assert BayesianDirichletCalibrator(tune=50)._resolve_tune(None, compiled=True) == 50
     assert BayesianGenerativeCalibrator(tune="auto")._resolve_tune() == TUNE_AUTO
 
 
@@ -433,6 +437,7 @@ def test_seeded_small_sbc():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SamplingWarning)  # judged by the ranks
             est.fit(q, y)
+        assert est.tune_ == TUNE_AUTO_COMPILED  # the default warm-up of the compiled sampler
         post = est.idata_.posterior
         draws = quantities(post["s"].values.ravel(), post["W"].values.reshape(-1, K, K),
                            post["b"].values.reshape(-1, K), y)
