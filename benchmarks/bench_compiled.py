@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="3x300,10x5000")
     ap.add_argument("--samplers", default="jax,nutpie,pymc")
     ap.add_argument("--timeout", type=float, default=1800.0)
-    ap.add_argument("--fits", type=int, choices=(1, 2), default=2,
-                    help="fits per process: 1 (the first only, for the slow cells) or 2")
+    ap.add_argument("--fits", type=int, choices=range(1, 21), default=2, metavar="{1..20}",
+                    help="fits per process (seeds 0, 1, ...): 1 (the first only, for the slow "
+                         "cells), 2 (first and warm), or more warm fits for a median")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args(argv)
