@@ -153,6 +153,27 @@ def resolve_sampler(sampler: str, *, compiled: bool = False) -> str:
     return "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
 
 
+def _shifted_logits(W: Array, b: Array, x: Array):
+    """``(start, z)`` per chunk of draws: ``z[s, j, i] = W_s x_i + b_s`` less its max over ``j``.
+
+    ``W`` of shape (draws, k, k) and ``b`` of shape (draws, k); ``z`` of shape
+    (c, k, n) for the draws ``start .. start + c``, one matrix product per
+    chunk (:func:`~bayescal.bayes.laplace.draws_per_chunk`), laid out (draw,
+    class, sample) so that every elementwise pass that follows runs over
+    contiguous samples. The caller may overwrite ``z``.
+    """
+    n, k = x.shape
+    n_draws = W.shape[0]
+    step = draws_per_chunk(n, k)
+    xt = np.ascontiguousarray(x.T)
+    for s in range(0, n_draws, step):
+        c = min(step, n_draws - s)
+        z = (W[s : s + c].reshape(c * k, k) @ xt).reshape(c, k, n)
+        z += b[s : s + c, :, None]
+        z -= z.max(axis=1)[:, None, :]
+        yield s, z
+
+
 def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> Array:
     r"""``ln softmax(W_s x_i + b_s)[y_i]`` for every draw ``s`` and sample ``i``.
 
@@ -171,22 +192,13 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
     b = np.asarray(b, dtype=np.float64)
     lead = W.shape[:-2]
     n, k = x.shape
-    Wf, bf = W.reshape(-1, k, k), b.reshape(-1, k)
-    n_draws = Wf.shape[0]
-    out = np.empty((n_draws, n))
-    step = draws_per_chunk(n, k)
+    Wf = W.reshape(-1, k, k)
+    out = np.empty((Wf.shape[0], n))
     rows = np.arange(n)
-    xt = np.ascontiguousarray(x.T)
-    for s in range(0, n_draws, step):
-        c = min(step, n_draws - s)
-        # the logits of c draws as one matrix product, laid out (draw, class, sample)
-        # so that every elementwise pass runs over contiguous samples
-        z = (Wf[s : s + c].reshape(c * k, k) @ xt).reshape(c, k, n)
-        z += bf[s : s + c, :, None]
-        z -= z.max(axis=1)[:, None, :]
+    for s, z in _shifted_logits(Wf, b.reshape(-1, k), x):
         picked = z[:, y, rows]
         np.exp(z, out=z)
-        out[s : s + c] = picked - np.log(z.sum(axis=1))
+        out[s : s + len(z)] = picked - np.log(z.sum(axis=1))
     return out.reshape(*lead, n)
 
 
@@ -601,22 +613,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         return self._draws(name)
 
     def _iter_draw_maps(self, x: Array):
-        W, b = self._draws("W"), self._draws("b")
-        n, k = x.shape
-        step = draws_per_chunk(n, k)
-        xt = np.ascontiguousarray(x.T)
-        for s in range(0, W.shape[0], step):
-            Ws = W[s : s + step]
-            m = Ws.shape[0]
-            # one GEMM for the chunk, laid out (draw, class, sample) so that every
-            # elementwise pass runs over contiguous samples:
-            # logits[s, j, n] = sum_i W[s, j, i] x[n, i] + b[s, j]
-            logits = (Ws.reshape(m * k, k) @ xt).reshape(m, k, n)
-            logits += b[s : s + step, :, None]
-            logits -= logits.max(axis=1)[:, None, :]
-            np.exp(logits, out=logits)
-            logits /= logits.sum(axis=1)[:, None, :]
-            yield logits.transpose(0, 2, 1)  # (draw, sample, class), a view
+        """The calibrated probabilities of each chunk of draws, shaped (draw, sample, class)."""
+        for _, p in _shifted_logits(self._draws("W"), self._draws("b"), x):
+            np.exp(p, out=p)
+            p /= p.sum(axis=1)[:, None, :]
+            yield p.transpose(0, 2, 1)  # a view
 
     def predict_proba_draws(self, scores: ArrayLike) -> Array:
         """The calibrated probabilities of every posterior draw.
