@@ -496,6 +496,8 @@ def _is_prior(value: Any) -> bool:
 PARAM_CODECS: Mapping[tuple[str, str], ParamCodec] = MappingProxyType({
     ("GenerativeDirichletCalibrator", "prior"): ParamCodec(_is_prior, _encode_prior,
                                                            _decode_prior),
+    ("BayesianGenerativeCalibrator", "prior"): ParamCodec(_is_prior, _encode_prior,
+                                                          _decode_prior),
 })
 
 

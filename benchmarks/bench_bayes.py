@@ -578,6 +578,75 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
                   flush=True)
 
 
+def bench_realdata_generative(out: Path, scores_dir: Path, sizes, sampler="auto",
+                              datasets=None, params=None):
+    """The generative Bayesian calibrator at its defaults on the real-data grid.
+
+    As :func:`bench_realdata` (the same subsamples, seed 0): test log-loss of
+    the posterior mean of ``BayesianGenerativeCalibrator(**params)`` beside
+    the uncalibrated scores, temperature scaling, the MAP generative default
+    ``GenerativeDirichletCalibrator()`` and the earlier default
+    ``BayesianGenerativeCalibrator(prior=None)``. A fit that fails its checks
+    is kept (``on_failure="warn"``) and counted.
+    """
+    from bayescal import GenerativeDirichletCalibrator
+    from bayescal.bayes import BayesianGenerativeCalibrator
+
+    done = _done(out)
+    for case in real_cases(scores_dir, datasets):
+        d = _load_case(scores_dir / f"{case}.npz")
+        uncalibrated = _log_loss(d, d["p_test"])
+        for n in sizes:
+            key = f"{sampler}/{case}/n{n}"
+            if key in done or len(d["y_cal"]) < n:
+                continue
+            p, y = _subsample(d, n, 0)
+            row = {"key": key, "case": case, "n": n, "k": p.shape[1],
+                   "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gen = GenerativeDirichletCalibrator().fit(p, y)
+                row["map_generative"] = _log_loss(d, gen.predict_proba(d["p_test"]))
+                for name, extra in (("bayes_gen", params or {}), ("bayes_gen_none",
+                                                                  {"prior": None})):
+                    t0 = time.perf_counter()
+                    est = BayesianGenerativeCalibrator(
+                        sampler=sampler, random_seed=0, progressbar=False, on_failure="warn",
+                        **extra).fit(p, y)
+                    row[f"{name}_seconds"] = round(time.perf_counter() - t0, 2)
+                    row[name] = _log_loss(d, est.predict_proba(d["p_test"]))
+                    row[f"{name}_passed"] = bool(est.diagnostics_.get("passed", True))
+                    if name == "bayes_gen":
+                        row["prior_strength"] = est.prior_strength_
+            _append(out, row)
+            print(key, {m: round(row[m], 4) for m in ("uncalibrated", "temperature",
+                                                      "map_generative", "bayes_gen",
+                                                      "bayes_gen_none")}, flush=True)
+
+
+def summarise_realdata_generative(path: Path, margin: float = 1.01) -> list[dict]:
+    """Per n: mean log-loss; cases worse than uncalibrated (by ``margin``) where TS is not."""
+    rows = _rows(path)
+    out = []
+    methods = ("uncalibrated", "temperature", "map_generative", "bayes_gen", "bayes_gen_none")
+    for n in sorted({r["n"] for r in rows}):
+        sub = [r for r in rows if r["n"] == n]
+        row = {"n": n, "cases": len(sub)}
+        row |= {f"mean_{m}": float(np.mean([r[m] for r in sub])) for m in methods}
+        ts_ok = [r for r in sub if r["temperature"] <= margin * r["uncalibrated"]]
+        for m in ("map_generative", "bayes_gen", "bayes_gen_none"):
+            row[f"{m}_worse_than_uncal_where_ts_not"] = int(
+                sum(r[m] > margin * r["uncalibrated"] for r in ts_ok))
+            ratio = np.array([r[m] / r["temperature"] for r in sub])
+            row[f"{m}_over_ts_median"] = float(np.median(ratio))
+            row[f"{m}_over_ts_max"] = float(ratio.max())
+        for m in ("bayes_gen", "bayes_gen_none"):
+            row[f"{m}_clean"] = int(sum(r[f"{m}_passed"] for r in sub))
+            row[f"{m}_median_seconds"] = float(np.median([r[f"{m}_seconds"] for r in sub]))
+        out.append(row)
+    return out
+
+
 def bench_baselines(out: Path, scores_dir: Path, sizes, reps=3):
     """Temperature scaling and the MAP default against the uncalibrated scores on small subsamples.
 
@@ -830,6 +899,11 @@ def _run_check(name: str, path: Path, args, sizes) -> None:
     elif name == "realdata":
         bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
                        datasets=args.datasets and args.datasets.split(","), params=args.params)
+    elif name == "realdata_generative":
+        bench_realdata_generative(path, args.scores, sizes or [30, 100, 300],
+                                  sampler=args.sampler,
+                                  datasets=args.datasets and args.datasets.split(","),
+                                  params=args.params)
     elif name == "scales":
         bench_scales(path, args.scores, reps=args.reps or 20,
                      datasets=args.datasets and args.datasets.split(","))
@@ -856,7 +930,8 @@ def main(argv=None):
                     help="print the tables of result JSON files and exit")
     ap.add_argument("--checks", default=None,
                     help="checks of the default prior to run: sbc,coverage,coverage_real "
-                         "(realistic truths: the MAP default of each real case),realdata,timing, "
+                         "(realistic truths: the MAP default of each real case),realdata,"
+                         "realdata_generative (BayesianGenerativeCalibrator),timing, "
                          "baselines (temperature scaling and the MAP default on small "
                          "subsamples) and scales (the evidence scales tau of the real cases "
                          "and of make_dirgen truths); each appends to a JSON-lines file in "
@@ -886,7 +961,9 @@ def main(argv=None):
         summary = {}
         for name, fn in (("sbc", summarise_sbc), ("coverage", summarise_coverage),
                          ("coverage_real", summarise_coverage),
-                         ("realdata", summarise_realdata), ("baselines", summarise_baselines),
+                         ("realdata", summarise_realdata),
+                         ("realdata_generative", summarise_realdata_generative),
+                         ("baselines", summarise_baselines),
                          ("scales", summarise_scales)):
             path = args.check_dir / f"{name}.jsonl"
             if path.exists():
@@ -902,7 +979,8 @@ def main(argv=None):
         for name in args.checks.split(","):
             path = args.check_dir / f"{name}.jsonl"
             backend = args.nutpie_backend or ("numba" if name in ("sbc", "coverage",
-                                                                  "coverage_real", "realdata")
+                                                                  "coverage_real", "realdata",
+                                                                  "realdata_generative")
                                               else None)
             with config_context(nutpie_backend=backend):
                 _run_check(name, path, args, sizes)

@@ -43,8 +43,8 @@ from bench_quality import score  # noqa: E402
 from bayescal import GenerativeDirichletCalibrator, TemperatureScaler  # noqa: E402
 from bayescal.calibrators.generative import (  # noqa: E402
     AUTO_STRENGTHS,
-    _auto_prior_at,
     _temperature_terms,
+    auto_prior_at,
 )
 from bayescal.dirichlet import SufficientStatistics  # noqa: E402
 from bayescal.maps import log_features  # noqa: E402
@@ -54,7 +54,7 @@ STRENGTHS = (np.inf, *AUTO_STRENGTHS)
 
 def _fit(st: SufficientStatistics, x: np.ndarray, nu: float) -> dict:
     terms = _temperature_terms(x, np.ones((1, len(x))))[0]
-    return GenerativeDirichletCalibrator()._solve(st, _auto_prior_at(nu, st, terms))
+    return GenerativeDirichletCalibrator()._solve(st, auto_prior_at(nu, st, terms))
 
 
 def _joint(fit: dict, st: SufficientStatistics) -> float:

@@ -1,7 +1,10 @@
 """BayesianGenerativeCalibrator: posterior recovery, conversions, persistence.
 
 Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 500 draws), k=3)
-shared by the module, plus Laplace fits (no compilation).
+shared by the module, plus Laplace fits (no compilation). The recovery tests
+sample the model without pseudo-samples (``prior=None``): the default's
+pseudo-samples pull the concentrations towards temperature scaling, which is
+not the truth of ``make_dirgen`` data; the default has tests of its own below.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def nuts_fit(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SamplingWarning)  # must converge
         return BayesianGenerativeCalibrator(
-            draws=500, tune=500, chains=4, random_seed=8
+            prior=None, draws=500, tune=500, chains=4, random_seed=8
         ).fit(q, y)
 
 
@@ -39,7 +42,7 @@ def nuts_fit(data):
 def laplace_fit(data):
     q, y, _, _ = data
     return BayesianGenerativeCalibrator(
-        sampler="laplace", draws=1000, chains=2, random_seed=7
+        prior=None, sampler="laplace", draws=1000, chains=2, random_seed=7
     ).fit(q, y)
 
 
@@ -191,6 +194,9 @@ def test_logits_input_matches_probs(data):
         ({"draws": 0}, "draws"),
         ({"tune": -1}, "tune"),
         ({"random_seed": 1.5}, "random_seed"),
+        ({"prior": "flat"}, "prior"),
+        ({"prior": -1.0}, "prior"),
+        ({"cv": 1}, "cv"),
     ],
 )
 def test_bad_parameters(params, match, data):
@@ -230,3 +236,130 @@ def test_pointwise_joint_is_the_class_prior_times_the_dirichlet_density(monkeypa
                 want = [np.log(pi[c, d, y[i]]) + dirichlet.logpdf(q[i], alpha[c, d, y[i]])
                         for i in range(n)]
                 np.testing.assert_allclose(got[c, d], want, rtol=1e-10, atol=1e-10)
+
+
+# -- the default prior: the MAP generative default's pseudo-samples ---------------------
+def test_auto_prior_is_the_map_defaults_choice(data):
+    """``prior="auto"`` takes GenerativeDirichletCalibrator()'s centre and strength."""
+    from bayescal import GenerativeDirichletCalibrator
+
+    q, y, _, _ = data
+    for n in (60, 600):
+        est = BayesianGenerativeCalibrator(sampler="laplace", draws=50, chains=1,
+                                           random_seed=0).fit(q[:n], y[:n])
+        ref = GenerativeDirichletCalibrator().fit(q[:n], y[:n])
+        np.testing.assert_allclose(est.prior_center_, ref.prior_center_, rtol=1e-12)
+        np.testing.assert_allclose(est.cv_results_["mean_test_log_loss"],
+                                   ref.cv_results_["mean_test_log_loss"], rtol=1e-12)
+        want = ref.prior_strength_
+        if np.isinf(want):  # temperature scaling kept: 1e4 pseudo-samples per row
+            from bayescal.bayes.estimators import AUTO_TS_PSEUDO_PER_ROW
+
+            want = max(1e4, AUTO_TS_PSEUDO_PER_ROW * n)
+        assert est.prior_strength_ == want
+
+
+@pytest.mark.parametrize("nu", [2.0, 50.0])
+def test_mode_under_pseudo_samples_is_the_map_fit(data, nu):
+    """With a flat ``ln alpha`` prior the posterior mode is the MAP generative fit.
+
+    Both maximise the likelihood of the pooled statistics (data and ``nu``
+    pseudo-samples per class); ``pi`` has the mode ``(n_j + nu) / (n + k nu)`` of
+    ``Dirichlet(1 + n + nu)``.
+    """
+    from bayescal import GenerativeDirichletCalibrator
+
+    q, y, _, _ = data
+    est = BayesianGenerativeCalibrator(prior=nu, alpha_prior=(0.0, 1e8), sampler="laplace",
+                                       draws=50, chains=1, random_seed=0).fit(q[:300], y[:300])
+    ref = GenerativeDirichletCalibrator(prior=nu).fit(q[:300], y[:300])
+    np.testing.assert_allclose(est.alpha_mode_, ref.alpha_, rtol=1e-7)
+    np.testing.assert_allclose(est.pi_mode_, ref.pi_, rtol=1e-12)
+    assert est.prior_strength_ == nu
+    np.testing.assert_allclose(est.prior_center_, ref.prior_center_, rtol=0)
+
+
+def test_pseudo_samples_divide_out_of_the_evidence(data):
+    """``log_evidence_`` with pseudo-samples is ev(data + pseudo) - ev(pseudo)."""
+    from bayescal.bayes.laplace import dirgen_log_evidence, dirgen_mode
+    from bayescal.dirichlet import DirichletPrior, SufficientStatistics
+    from bayescal.maps import log_features
+
+    q, y, _, _ = data
+    est = BayesianGenerativeCalibrator(prior=5.0, sampler="laplace", draws=20, chains=1,
+                                       random_seed=0).fit(q[:200], y[:200])
+    data_stats = SufficientStatistics.from_features(log_features(q[:200]), y[:200])
+    extra = DirichletPrior(5.0).pseudo_statistics(K)
+
+    def ev(counts, S):
+        u, h = dirgen_mode(counts, S, est.prior_)
+        return dirgen_log_evidence(u, h, counts, S, est.prior_)
+
+    want = ev(data_stats.counts + extra.counts, data_stats.sums + extra.sums) - ev(
+        extra.counts, extra.sums)
+    assert est.log_evidence_ == pytest.approx(want, rel=1e-12)
+    none = BayesianGenerativeCalibrator(prior=None, sampler="laplace", draws=20, chains=1,
+                                        random_seed=0).fit(q[:200], y[:200])
+    assert none.log_evidence_ == pytest.approx(ev(data_stats.counts, data_stats.sums),
+                                               rel=1e-12)
+    assert none.prior_strength_ is None and none.prior_center_ is None
+
+
+def test_auto_prior_survives_save_and_load(data, tmp_path):
+    q, y, _, _ = data
+    est = BayesianGenerativeCalibrator(sampler="laplace", draws=100, chains=2,
+                                       random_seed=1).fit(q[:150], y[:150])
+    loaded = bayescal.load(est.save(tmp_path / "auto.json"))
+    assert loaded.prior_strength_ == est.prior_strength_
+    np.testing.assert_allclose(loaded.prior_center_, est.prior_center_, rtol=0)
+    np.testing.assert_allclose(loaded.predict_proba(q[:50]), est.predict_proba(q[:50]),
+                               atol=1e-12)
+    assert loaded.cv_results_ is None  # the check's table is not part of the model file
+
+
+def test_auto_prior_does_not_lose_to_temperature_scaling_on_an_overconfident_network():
+    """Held-out: an over-confident network, whose true map is temperature scaling.
+
+    The default's posterior mean is within 1 % of temperature scaling's test
+    log-loss and better than the uncalibrated scores; the model without
+    pseudo-samples (``prior=None``, the earlier default) is not.
+    """
+    from bayescal import TemperatureScaler
+    from bayescal.datasets import make_dnn_scores
+    from bayescal.metrics import log_loss
+
+    q, y = make_dnn_scores(2100, 4, rng=3)
+    qc, yc, qt, yt = q[:100], y[:100], q[100:], y[100:]
+    kw = {"sampler": "laplace", "draws": 500, "chains": 2, "random_seed": 0}
+    auto = BayesianGenerativeCalibrator(**kw).fit(qc, yc)
+    none = BayesianGenerativeCalibrator(prior=None, **kw).fit(qc, yc)
+    ts = TemperatureScaler().fit(log_features(qc), yc)
+    loss_ts = log_loss(yt, ts.predict_proba(log_features(qt)))
+    loss_auto = log_loss(yt, auto.predict_proba(qt))
+    assert loss_auto <= 1.01 * loss_ts
+    assert loss_auto < log_loss(yt, qt)
+    assert log_loss(yt, none.predict_proba(qt)) > 1.05 * loss_ts
+
+
+@pytest.mark.parametrize("prior", ["identity", "custom", 7.0, None])
+def test_fixed_priors_round_trip_through_model_files(data, tmp_path, prior):
+    """A DirichletPrior hyperparameter is saved with its centre and read back."""
+    from bayescal.dirichlet import DirichletPrior
+
+    q, y, _, _ = data
+    if prior == "identity":
+        prior = DirichletPrior(5.0)
+    elif prior == "custom":
+        prior = DirichletPrior(3.0, center=np.full((K, K), 2.0))
+    est = BayesianGenerativeCalibrator(prior=prior, sampler="laplace", draws=50, chains=1,
+                                       random_seed=0).fit(q[:200], y[:200])
+    loaded = bayescal.load(est.save(tmp_path / "m.json"))
+    if isinstance(prior, DirichletPrior):
+        assert isinstance(loaded.prior, DirichletPrior)
+        assert loaded.prior.strength == prior.strength
+        np.testing.assert_array_equal(loaded.prior.concentration(K), prior.concentration(K))
+    else:
+        assert loaded.prior == prior
+    assert loaded.prior_strength_ == est.prior_strength_
+    np.testing.assert_allclose(loaded.predict_proba(q[:40]), est.predict_proba(q[:40]),
+                               atol=1e-12)

@@ -50,7 +50,8 @@ from bayescal.dirichlet import (
 from bayescal.maps import dirgen_to_dirlin, log_features
 from bayescal.structured import check_cv_param, cv_splits, one_standard_error
 
-__all__ = ["AUTO_STRENGTHS", "TEMPERATURE_NODES", "GenerativeDirichletCalibrator"]
+__all__ = ["AUTO_STRENGTHS", "TEMPERATURE_NODES", "GenerativeDirichletCalibrator", "auto_prior_at",
+           "choose_auto_strength"]
 
 _PARAM_ATTRS = ("alpha_", "pi_", "coef_", "intercept_", "n_iter_", "converged_", "fits_",
                 "prior_strength_", "prior_center_", "cv_results_")
@@ -147,12 +148,75 @@ def _grid_scale(terms: NDArray[np.float64], trace: float, weight: float) -> floa
     return float(np.exp(u[g] + h * t[np.argmin(poly(t))]))
 
 
-def _auto_prior_at(strength: float, stats: SufficientStatistics,
-                   terms: NDArray[np.float64]) -> DirichletPrior:
-    """``prior="auto"``'s prior of ``strength``, centred on temperature scaling of the data."""
+def auto_prior_at(strength: float, stats: SufficientStatistics,
+                  terms: NDArray[np.float64]) -> DirichletPrior:
+    r"""``prior="auto"``'s prior of ``strength``, centred on temperature scaling of the data.
+
+    The centre is :math:`\beta_j = \mathbf 1 + e_j / T`, the DirGen model whose
+    map is temperature scaling, with ``1/T`` from the temperature statistics
+    ``terms`` (:func:`_grid_scale`) and the trace of ``stats.sums``.
+    """
     k = stats.n_classes
     scale = _grid_scale(terms, float(np.trace(stats.sums)), float(stats.counts.sum()))
     return DirichletPrior(strength=strength, center=np.ones((k, k)) + scale * np.eye(k))
+
+
+def choose_auto_strength(
+    x: NDArray[np.float64], y: NDArray[np.intp], sample_weight: NDArray[np.float64], cv: Any,
+    solve: Any,
+) -> tuple[float, dict[str, Any], NDArray[np.float64]]:
+    """The strength of ``prior="auto"``: cross-validated, one standard error towards TS.
+
+    Every fold fits the MAP at each strength of ``(inf, *AUTO_STRENGTHS)``
+    (strong to weak), centred on the temperature scaling of its training
+    rows (:func:`auto_prior_at`); the first strength whose held-out log-loss
+    is within one standard error of the best is chosen
+    (:func:`bayescal.structured.one_standard_error`).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, k)
+        Floored log-features.
+    y : ndarray of shape (n,)
+        Integer labels ``0 .. k-1``.
+    sample_weight : ndarray of shape (n,)
+        Weights as counts.
+    cv : int or splitter
+        Folds (:func:`bayescal.structured.cv_splits`).
+    solve : callable
+        ``solve(stats, prior)``, a dict with the MAP's ``coef_`` and
+        ``intercept_`` (:meth:`GenerativeDirichletCalibrator._solve`).
+
+    Returns
+    -------
+    strength : float
+        The chosen strength (``inf``: temperature scaling).
+    info : dict
+        ``cv_results_``: ``strength``, ``mean_test_log_loss``, ``se_vs_best``, ``index``.
+    terms : ndarray of shape (33, 3)
+        The temperature statistics of all the rows (the centre of the final fit).
+    """
+    n = x.shape[0]
+    sw = sample_weight
+    strengths = (np.inf, *AUTO_STRENGTHS)
+    splits = cv_splits(cv, y)
+    weights = np.zeros((len(splits) + 1, n))  # every training fold, then all the rows
+    for f, (tr, _) in enumerate(splits):
+        weights[f, tr] = sw[tr]
+    weights[-1] = sw
+    terms = _temperature_terms(x, weights)  # one pass for every centre
+    loss = np.zeros((len(strengths), n))
+    for f, (tr, te) in enumerate(splits):
+        stats = SufficientStatistics.from_features(x[tr], y[tr], sample_weight=sw[tr])
+        for i, nu in enumerate(strengths):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                fit = solve(stats, auto_prior_at(nu, stats, terms[f]))
+            z = x[te] @ fit["coef_"].T + fit["intercept_"]
+            loss[i, te] = logsumexp(z, axis=1) - z[np.arange(len(te)), y[te]]
+    index, info = one_standard_error(loss, sw)
+    info["strength"] = np.array(strengths)
+    return strengths[index], info, terms[-1]
 
 
 class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
@@ -460,27 +524,9 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         n, k = x.shape
         _, y = self._encode_labels(y, n_samples=n, n_classes=k)
         sw = check_sample_weight(sample_weight, n_samples=n)
-        strengths = (np.inf, *AUTO_STRENGTHS)
-        splits = cv_splits(self.cv, y)
-        weights = np.zeros((len(splits) + 1, n))  # every training fold, then all the rows
-        for f, (tr, _) in enumerate(splits):
-            weights[f, tr] = sw[tr]
-        weights[-1] = sw
-        terms = _temperature_terms(x, weights)  # one pass for every centre
-        loss = np.zeros((len(strengths), n))
-        for f, (tr, te) in enumerate(splits):
-            stats = SufficientStatistics.from_features(x[tr], y[tr], sample_weight=sw[tr])
-            for i, nu in enumerate(strengths):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    fit = self._solve(stats, _auto_prior_at(nu, stats, terms[f]))
-                z = x[te] @ fit["coef_"].T + fit["intercept_"]
-                loss[i, te] = logsumexp(z, axis=1) - z[np.arange(len(te)), y[te]]
-        index, info = one_standard_error(loss, sw)
-        info["strength"] = np.array(strengths)
-        return strengths[index], info, terms[-1]
+        return choose_auto_strength(x, y, sw, self.cv, self._solve)
 
-    # -- fitting ------------------------------------------------------------
+        # -- fitting ------------------------------------------------------------
     def fit(
         self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> GenerativeDirichletCalibrator:
@@ -520,7 +566,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         strength, info = np.inf, None  # prior="auto" on Dask arrays: the streaming choice
         if auto and not dask:
             strength, info, terms = self._auto_prior(scores, y, sample_weight)
-        prior = _auto_prior_at(strength, stats, terms) if auto else None
+        prior = auto_prior_at(strength, stats, terms) if auto else None
         params = self._solve(stats, prior)  # raises before any state is written
         params["cv_results_"] = info
         # frequency weights count as rows, as in the fit
@@ -612,7 +658,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
             stats = SufficientStatistics(self.class_count_, self.feature_sum_) + chunk
             terms = None if not auto else self.temperature_stats_ + chunk_terms
         try:
-            params = self._solve(stats, _auto_prior_at(np.inf, stats, terms) if auto else None)
+            params = self._solve(stats, auto_prior_at(np.inf, stats, terms) if auto else None)
         except ValueError:
             self._store(stats, cls, {}, terms)
             for name in _PARAM_ATTRS:
