@@ -703,6 +703,42 @@ def summarise_realdata(path: Path) -> list[dict]:
     return out
 
 
+def small_n_criteria(path: Path) -> list[dict]:
+    """The held-out issue's small-n targets on the ``realdata`` rows, per n.
+
+    At every n: the share of cases where the posterior mean is within 2 % of
+    temperature scaling and its worst ratio to it; the mean ratio to the MAP
+    default and the share of cases no worse than it.
+    """
+    rows = _rows(path)
+    out = []
+    for n in sorted({r["n"] for r in rows}):
+        sub = [r for r in rows if r["n"] == n]
+        ts = np.array([r["bayes_mean"] / r["temperature"] for r in sub])
+        mp = np.array([r["bayes_mean"] / r["map_default"] for r in sub])
+        out.append({"n": n, "cases": len(sub),
+                    "within_2pct_of_ts": float(np.mean(ts <= 1.02)),
+                    "max_ratio_to_ts": float(ts.max()),
+                    "mean_ratio_to_map": float(mp.mean()),
+                    "no_worse_than_map": float(np.mean(mp <= 1.0))})
+    return out
+
+
+def per_case_markdown(path: Path, bayes: str = "bayes_mean") -> str:
+    """Per-case table of test log-losses and ratios (rows sorted by n, then case)."""
+    rows = sorted(_rows(path), key=lambda r: (r["n"], r["case"]))
+    lines = ["| n | case | k | uncalibrated | TS | MAP default | posterior mean | / TS | / MAP "
+             "| checks |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ok = "pass" if r.get("passed") else "fail"
+        lines.append(f"| {r['n']} | {r['case'].removesuffix('__0').removesuffix('__n5000')} "
+                     f"| {r['k']} | {r['uncalibrated']:.4f} | {r['temperature']:.4f} "
+                     f"| {r['map_default']:.4f} | {r[bayes]:.4f} "
+                     f"| {r[bayes] / r['temperature']:.3f} | {r[bayes] / r['map_default']:.3f} "
+                     f"| {ok} |")
+    return "\n".join(lines)
+
+
 def _evidence_taus(p, y) -> list[float]:
     """``[tau_off, tau_diag, tau_b]`` of the MAP default's evidence strengths (``1/sqrt``)."""
     from bayescal import DirichletCalibrator
@@ -956,6 +992,8 @@ def main(argv=None):
                          'of their own')
     ap.add_argument("--summary", action="store_true",
                     help="summarise the JSON-lines files in --check-dir and exit")
+    ap.add_argument("--per-case", action="store_true",
+                    help="with --summary: the realdata check's per-case table")
     args = ap.parse_args(argv)
     if args.summary:
         summary = {}
@@ -970,6 +1008,13 @@ def main(argv=None):
                 summary[name] = fn(path)
                 print(f"**{name}**\n")
                 print(checks_markdown(summary[name]))
+        realdata = args.check_dir / "realdata.jsonl"
+        if realdata.exists():
+            summary["small_n"] = small_n_criteria(realdata)
+            print("**small-n criteria**\n")
+            print(checks_markdown(summary["small_n"]))
+            if args.per_case:
+                print(per_case_markdown(realdata))
         (args.check_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         return
     if args.checks:

@@ -1,7 +1,9 @@
 r"""The structured model's posterior sampled by one compiled program (JAX and NumPyro).
 
 ``sampler="jax"`` (the default of :class:`~bayescal.bayes.BayesianDirichletCalibrator`
-when NumPyro is installed) runs the whole of NUTS, warm-up and draws of every
+and :class:`~bayescal.bayes.BayesianGenerativeCalibrator` when NumPyro is
+installed; the latter's density, :func:`_dirgen_model`, is in its class
+statistics and so does not depend on ``n``) runs the whole of NUTS, warm-up and draws of every
 chain, as one XLA program: NumPyro's NUTS kernel
 (:func:`numpyro.infer.hmc.hmc`, diagonal mass matrix adapted in warm-up) iterated
 by :func:`jax.lax.scan`, the chains vectorised with :func:`jax.vmap`, on the
@@ -77,7 +79,7 @@ from bayescal.bayes.hierarchical import (
 from bayescal.dirichlet import SufficientStatistics
 
 __all__ = ["cache_dir", "import_jax", "log_posterior", "lowrank_data", "lowrank_theta",
-           "row_bucket", "sample"]
+           "row_bucket", "sample", "sample_dirgen"]
 
 Array = NDArray[np.float64]
 
@@ -367,22 +369,11 @@ def log_posterior(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, *,
     return f
 
 
-@functools.lru_cache(maxsize=8)
-def _program(prior: StructuredPrior, k: int, kind: str, tune: int, draws: int, chains: int,
-             max_tree_depth: int):
-    """The jitted ``(key, v0, data) -> (draws of v, theta, s, tau, W, b; sample stats)``.
-
-    ``data["target_accept"]`` is an argument too (the step-size adaptation's target
-    enters only its arithmetic), so a retry at a higher target reuses the program.
-    """
-    jax = import_jax()
+def _structured_model(prior: StructuredPrior, k: int, kind: str):
+    """``(log density, derived draws)`` of the structured model in the coordinates ``kind``."""
     import jax.numpy as jnp
-    from numpyro.infer.hmc import hmc
 
     f = _map_and_density(kind, prior, k)
-
-    def potential(data):
-        return lambda v: -f(v, data)[0]
 
     def derive(v, data):
         _, theta, s, W, b = f(v, data)
@@ -390,6 +381,57 @@ def _program(prior: StructuredPrior, k: int, kind: str, tune: int, draws: int, c
                          for t in group_scales(theta, prior, k, jnp)])
         return {"theta": theta, "s": s, "tau": tau, "W": W,
                 "b": jnp.broadcast_to(b, (k,))}
+
+    return (lambda v, data: f(v, data)[0]), derive
+
+
+def _dirgen_model(k: int):
+    r"""``(log density, derived draws)`` of the DirGen concentrations, whitened per class.
+
+    ``v`` holds ``z`` (k, k) flattened, ``ln alpha_j = loc_j + chol_j z_j``;
+    the density is :func:`bayescal.bayes.models.dirgen_model`'s with
+    ``include_pi=False`` (a Normal prior on every ``ln alpha``, the likelihood
+    through the class counts and log-feature sums), its arguments ``counts``,
+    ``sums``, ``loc``, ``chol``, ``mu`` and ``sigma``.
+    """
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln
+
+    def log_alpha(v, data):
+        z = v.reshape(k, k)
+        return data["loc"] + jnp.einsum("jab,jb->ja", data["chol"], z)
+
+    def density(v, data):
+        u = log_alpha(v, data)
+        alpha = jnp.exp(u)
+        prior = -0.5 * jnp.sum(((u - data["mu"]) / data["sigma"]) ** 2)
+        norm = gammaln(jnp.sum(alpha, axis=1)) - jnp.sum(gammaln(alpha), axis=1)
+        return prior + jnp.dot(data["counts"], norm) + jnp.sum((alpha - 1.0) * data["sums"])
+
+    def derive(v, data):
+        return {"alpha": jnp.exp(log_alpha(v, data))}
+
+    return density, derive
+
+
+@functools.lru_cache(maxsize=8)
+def _program(model: tuple[Any, ...], tune: int, draws: int, chains: int, max_tree_depth: int):
+    """The jitted ``(key, v0, data) -> (draws of v, derived draws, sample stats)``.
+
+    ``model`` names the density: ``("structured", prior, k, kind)``
+    (:func:`_structured_model`) or ``("dirgen", k)`` (:func:`_dirgen_model`).
+    ``data["target_accept"]`` is an argument too (the step-size adaptation's
+    target enters only its arithmetic), so a retry at a higher target reuses
+    the program.
+    """
+    jax = import_jax()
+    from numpyro.infer.hmc import hmc
+
+    density, derive = (_structured_model(*model[1:]) if model[0] == "structured"
+                       else _dirgen_model(*model[1:]))
+
+    def potential(data):
+        return lambda v: -density(v, data)
 
     def run(keys, v0, data):
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential, algo="NUTS")
@@ -423,6 +465,42 @@ def _program(prior: StructuredPrior, k: int, kind: str, tune: int, draws: int, c
     return jax.pmap(run, in_axes=(0, 0, None)), devices
 
 
+def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[str, ...], *,
+         draws: int, tune: int, chains: int, random_seed: int | None, target_accept: float,
+         max_tree_depth: int) -> dict[str, dict[str, Array]]:
+    """Run :func:`_program` from jittered starts near ``v = 0``; the draws of ``names``."""
+    jax = import_jax()
+    rng = np.random.default_rng(random_seed)
+    # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
+    v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
+    keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
+    data["target_accept"] = np.float64(target_accept)
+    program, devices = _program(model, int(tune), int(draws), int(chains), int(max_tree_depth))
+    if devices > 1:
+        keys = keys.reshape(devices, chains // devices)
+        v0 = v0.reshape(devices, chains // devices, dim)
+    z, derived, stats = program(keys, v0, data)
+
+    def merged(a: Any) -> Any:
+        """(devices, chains per device, draw, ...) -> (chain, draw, ...)."""
+        a = np.asarray(a)
+        return a.reshape(chains, *a.shape[2:]) if devices > 1 else a
+
+    post = {name: merged(derived[name]).astype(np.float64) for name in names}
+    diverging, n_steps, step_size, accept, energy, lp = (merged(a) for a in stats)
+    sample_stats = {
+        "diverging": diverging.astype(bool),
+        "n_steps": n_steps.astype(np.int64),
+        "tree_depth": np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1,
+        "step_size": np.asarray(step_size, dtype=np.float64),
+        "acceptance_rate": np.asarray(accept, dtype=np.float64),
+        "energy": np.asarray(energy, dtype=np.float64),
+        "lp": np.asarray(lp, dtype=np.float64),
+    }
+    del z
+    return {"posterior": post, "sample_stats": sample_stats}
+
+
 def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, draws: int,
            tune: int, chains: int, random_seed: int | None, target_accept: float,
            max_tree_depth: int = 10) -> dict[str, dict[str, Array]]:
@@ -453,7 +531,7 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     """
     from bayescal.bayes.models import CentredWhitening
 
-    jax = import_jax()
+    import_jax()  # 64-bit JAX before any array of the run
     x = np.ascontiguousarray(x, dtype=np.float64)
     y = np.asarray(y)
     k = x.shape[1]
@@ -472,34 +550,46 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
                  "fisher": np.asarray(whiten.fisher, dtype=np.float64),
                  "grad": np.asarray(whiten.grad, dtype=np.float64),
                  "r_star": np.asarray(whiten.r_star, dtype=np.float64)}
-    rng = np.random.default_rng(random_seed)
-    # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
-    v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
-    keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
-    data["target_accept"] = np.float64(target_accept)
-    program, devices = _program(prior, k, kind, int(tune), int(draws), int(chains),
-                                int(max_tree_depth))
-    if devices > 1:
-        keys = keys.reshape(devices, chains // devices)
-        v0 = v0.reshape(devices, chains // devices, dim)
-    z, derived, stats = program(keys, v0, data)
+    return _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
+                draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                target_accept=target_accept, max_tree_depth=max_tree_depth)
 
-    def merged(a: Any) -> Any:
-        """(devices, chains per device, draw, ...) -> (chain, draw, ...)."""
-        a = np.asarray(a)
-        return a.reshape(chains, *a.shape[2:]) if devices > 1 else a
 
-    post = {name: merged(derived[name]).astype(np.float64)
-            for name in ("s", "tau", "W", "b", "theta")}
-    diverging, n_steps, step_size, accept, energy, lp = (merged(a) for a in stats)
-    sample_stats = {
-        "diverging": diverging.astype(bool),
-        "n_steps": n_steps.astype(np.int64),
-        "tree_depth": np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1,
-        "step_size": np.asarray(step_size, dtype=np.float64),
-        "acceptance_rate": np.asarray(accept, dtype=np.float64),
-        "energy": np.asarray(energy, dtype=np.float64),
-        "lp": np.asarray(lp, dtype=np.float64),
-    }
-    del z
-    return {"posterior": post, "sample_stats": sample_stats}
+def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Array, Array], *,
+                  draws: int, tune: int, chains: int, random_seed: int | None,
+                  target_accept: float, max_tree_depth: int = 10
+                  ) -> dict[str, dict[str, Array]]:
+    """Sample the DirGen concentrations with the compiled NUTS (:func:`_dirgen_model`).
+
+    One program per ``k`` (and run length): the statistics, the whitening and
+    the prior's constants are its arguments, so a new data set compiles
+    nothing, and ``n`` does not enter at all.
+
+    Parameters
+    ----------
+    counts : array-like of shape (k,)
+    S : array-like of shape (k, k)
+        Class counts and sums of log-features (pseudo-samples included).
+    prior : DirGenPrior
+        ``log_alpha_mu`` and ``log_alpha_sigma`` of the Normal prior.
+    whiten : (loc, chol)
+        The mode of ``ln alpha`` (k, k) and per-class Cholesky factors (k, k, k)
+        of its inverse negative Hessian there.
+    draws, tune, chains, random_seed, target_accept, max_tree_depth
+        As :func:`sample`.
+
+    Returns
+    -------
+    groups : dict
+        ``{"posterior": {"alpha"}, "sample_stats": {...}}``, leading axes
+        ``(chain, draw)``.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    k = counts.shape[0]
+    loc, chol = (np.asarray(a, dtype=np.float64) for a in whiten)
+    data = {"counts": counts, "sums": np.asarray(S, dtype=np.float64), "loc": loc,
+            "chol": chol, "mu": np.float64(prior.log_alpha_mu),
+            "sigma": np.float64(prior.log_alpha_sigma)}
+    return _run(("dirgen", k), data, k * k, ("alpha",), draws=draws, tune=tune,
+                chains=chains, random_seed=random_seed, target_accept=target_accept,
+                max_tree_depth=max_tree_depth)

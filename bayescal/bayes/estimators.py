@@ -60,6 +60,7 @@ from bayescal.bayes._sampling import (
 )
 from bayescal.bayes.compiled import log_posterior as compiled_log_posterior
 from bayescal.bayes.compiled import sample as sample_compiled
+from bayescal.bayes.compiled import sample_dirgen as sample_compiled_dirgen
 from bayescal.bayes.gauge import dirlin_gauge
 from bayescal.bayes.hierarchical import (
     GROUPS,
@@ -563,7 +564,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         if self.sampler == "jax" and not self._compiled_sampler():
             raise ValueError("sampler='jax' (the compiled sampler) samples the structured "
                              "priors of BayesianDirichletCalibrator (prior='hierarchical', "
-                             f"'fixed' or 'temperature'); {self._model_name()} has none: use "
+                             "'fixed' or 'temperature') and BayesianGenerativeCalibrator; "
+                             f"{self._model_name()} has none: use "
                              "sampler='auto', 'nutpie', 'pymc' or 'numpyro'")
         check_option(self.on_failure, "on_failure", ("raise", "warn"))
         if not isinstance(self.log_likelihood, bool | np.bool_):
@@ -1607,7 +1609,11 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         Symmetric Dirichlet concentration of the class priors.
     draws, tune, chains, sampler, random_seed, input, target_accept, progressbar
         As in :class:`BayesianDirichletCalibrator` (``tune="auto"`` is 1000
-        here: this posterior has no centred coordinates).
+        here: this posterior has no centred coordinates). ``sampler="auto"``
+        is the compiled sampler ``"jax"`` when the ``[fast]`` extra is
+        installed: one program per ``k`` whatever ``n`` (the likelihood is in
+        the class statistics), each row of ``ln alpha`` whitened by its exact
+        Hessian at the mode.
     eps : float, default=EPS
         Probability floor of the log-features (float64 machine epsilon,
         2.2e-16); unlike :class:`BayesianDirichletCalibrator` there is no
@@ -1719,6 +1725,9 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
 
     _simpler = "the MAP fit GenerativeDirichletCalibrator()"
 
+    def _compiled_sampler(self) -> bool:
+        return True
+
     def _check_params(self) -> None:
         self._prior()
         from bayescal.structured import check_cv_param
@@ -1768,6 +1777,15 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         if self.sampler_ == "laplace":
             z = rng.standard_normal((*shape, k, k))
             alpha = np.exp(u + np.einsum("jab,cdjb->cdja", L, z))
+        elif self.sampler_ == "jax":
+            groups = sample_compiled_dirgen(counts, S, prior, (u, L), draws=attempt.draws,
+                                            tune=self._resolve_tune(), chains=self.chains,
+                                            random_seed=self.random_seed,
+                                            target_accept=attempt.target_accept)
+            idata = _compat.from_dict(groups, dims={"alpha": ["class_out", "class_in"]},
+                                      coords=_coords(k))
+            alpha = groups["posterior"]["alpha"]
+            shape = alpha.shape[:2]
         else:
             model = dirgen_model(counts, S, prior, whiten=(u, L), include_pi=False)
             idata = sample_model(
