@@ -553,6 +553,27 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
     seed 0, stratification not forced) to each ``n``; every method is scored
     on the case's full test split.
     """
+    for d, p, y, row in _realdata_rows(out, scores_dir, sizes, sampler, datasets):
+        est, dt = _fit_default(p, y, sampler, 0, params)
+        row["bayes_seconds"] = round(dt, 2)
+        row["backend"] = _backend()
+        row["bayes_mean"] = _log_loss(d, est.predict_proba(d["p_test"]))
+        row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="mode"))
+        diag = est.diagnostics_
+        row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
+                                             "passed")})
+        _append(out, row)
+        print(row["key"], {m: round(row[m], 4) for m in ("temperature", "map_default",
+                                                         "bayes_mean")},
+              diag.get("divergences"), flush=True)
+
+
+def _realdata_rows(out: Path, scores_dir: Path, sizes, sampler: str, datasets):
+    """``(case data, p, y, row)`` of every real case and ``n`` not yet in ``out``.
+
+    ``p, y``: the case's calibration split subsampled to ``n`` (seed 0); ``row``
+    starts with the key, the case, ``n``, ``k`` and the baselines' test log-loss.
+    """
     done = _done(out)
     for case in real_cases(scores_dir, datasets):
         d = _load_case(scores_dir / f"{case}.npz")
@@ -562,20 +583,8 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
             if key in done or len(d["y_cal"]) < n:
                 continue
             p, y = _subsample(d, n, 0)
-            row = {"key": key, "case": case, "n": n, "k": p.shape[1],
-                   "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
-            est, dt = _fit_default(p, y, sampler, 0, params)
-            row["bayes_seconds"] = round(dt, 2)
-            row["backend"] = _backend()
-            row["bayes_mean"] = _log_loss(d, est.predict_proba(d["p_test"]))
-            row["bayes_mode"] = _log_loss(d, est.predict_proba(d["p_test"], kind="mode"))
-            diag = est.diagnostics_
-            row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
-                                                 "passed")})
-            _append(out, row)
-            print(key, {m: round(row[m], 4) for m in ("temperature", "map_default",
-                                                      "bayes_mean")}, diag.get("divergences"),
-                  flush=True)
+            yield d, p, y, {"key": key, "case": case, "n": n, "k": p.shape[1],
+                            "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
 
 
 def bench_realdata_generative(out: Path, scores_dir: Path, sizes, sampler="auto",
@@ -592,36 +601,26 @@ def bench_realdata_generative(out: Path, scores_dir: Path, sizes, sampler="auto"
     from bayescal import GenerativeDirichletCalibrator
     from bayescal.bayes import BayesianGenerativeCalibrator
 
-    done = _done(out)
-    for case in real_cases(scores_dir, datasets):
-        d = _load_case(scores_dir / f"{case}.npz")
-        uncalibrated = _log_loss(d, d["p_test"])
-        for n in sizes:
-            key = f"{sampler}/{case}/n{n}"
-            if key in done or len(d["y_cal"]) < n:
-                continue
-            p, y = _subsample(d, n, 0)
-            row = {"key": key, "case": case, "n": n, "k": p.shape[1],
-                   "uncalibrated": uncalibrated, **_baseline_scores(d, p, y)}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gen = GenerativeDirichletCalibrator().fit(p, y)
-                row["map_generative"] = _log_loss(d, gen.predict_proba(d["p_test"]))
-                for name, extra in (("bayes_gen", params or {}), ("bayes_gen_none",
-                                                                  {"prior": None})):
-                    t0 = time.perf_counter()
-                    est = BayesianGenerativeCalibrator(
-                        sampler=sampler, random_seed=0, progressbar=False, on_failure="warn",
-                        **extra).fit(p, y)
-                    row[f"{name}_seconds"] = round(time.perf_counter() - t0, 2)
-                    row[name] = _log_loss(d, est.predict_proba(d["p_test"]))
-                    row[f"{name}_passed"] = bool(est.diagnostics_.get("passed", True))
-                    if name == "bayes_gen":
-                        row["prior_strength"] = est.prior_strength_
-            _append(out, row)
-            print(key, {m: round(row[m], 4) for m in ("uncalibrated", "temperature",
-                                                      "map_generative", "bayes_gen",
-                                                      "bayes_gen_none")}, flush=True)
+    for d, p, y, row in _realdata_rows(out, scores_dir, sizes, sampler, datasets):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gen = GenerativeDirichletCalibrator().fit(p, y)
+            row["map_generative"] = _log_loss(d, gen.predict_proba(d["p_test"]))
+            for name, extra in (("bayes_gen", params or {}), ("bayes_gen_none",
+                                                              {"prior": None})):
+                t0 = time.perf_counter()
+                est = BayesianGenerativeCalibrator(
+                    sampler=sampler, random_seed=0, progressbar=False, on_failure="warn",
+                    **extra).fit(p, y)
+                row[f"{name}_seconds"] = round(time.perf_counter() - t0, 2)
+                row[name] = _log_loss(d, est.predict_proba(d["p_test"]))
+                row[f"{name}_passed"] = bool(est.diagnostics_.get("passed", True))
+                if name == "bayes_gen":
+                    row["prior_strength"] = est.prior_strength_
+        _append(out, row)
+        print(row["key"], {m: round(row[m], 4) for m in ("uncalibrated", "temperature",
+                                                         "map_generative", "bayes_gen",
+                                                         "bayes_gen_none")}, flush=True)
 
 
 def summarise_realdata_generative(path: Path, margin: float = 1.01) -> list[dict]:
