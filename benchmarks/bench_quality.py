@@ -605,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classifiers", nargs="*", default=list(CLASSIFIER_NAMES))
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--no-dnn", action="store_true", help="skip the deep-network cases")
+    ap.add_argument("--max-k", type=int, default=None,
+                    help="skip the cases with more classes (e.g. 10 for the Bayesian methods)")
     ap.add_argument("--methods", nargs="*", default=None,
                     help="methods to run (default: every available one)")
     ap.add_argument("--skip", nargs="*", default=[], help="methods not to run")
@@ -634,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not todo:
                     continue
                 case = load_case(out, cid, build)
+                if args.max_k is not None and case["p_cal"].shape[1] > args.max_k:
+                    continue
                 for m in todo:
                     origin, fitter = available[m]
                     row: dict[str, Any] = {"case": cid, "suite": suite, "method": m,

@@ -363,3 +363,19 @@ def test_fixed_priors_round_trip_through_model_files(data, tmp_path, prior):
     assert loaded.prior_strength_ == est.prior_strength_
     np.testing.assert_allclose(loaded.predict_proba(q[:40]), est.predict_proba(q[:40]),
                                atol=1e-12)
+
+
+def test_too_many_classes_are_refused_before_any_work():
+    """Beyond MAX_GENERATIVE_CLASSES the MCMC fit refuses, naming what costs and what to use;
+    the Laplace approximation still runs."""
+    from bayescal.bayes.estimators import MAX_GENERATIVE_CLASSES
+    from bayescal.datasets import make_dnn_scores
+
+    k = MAX_GENERATIVE_CLASSES + 1
+    q, y = make_dnn_scores(400, k, rng=0)
+    with pytest.raises(ValueError, match=rf"k={k} samples {k * k} concentrations.*"
+                                         r"sampler='laplace'.*GenerativeDirichletCalibrator"):
+        BayesianGenerativeCalibrator().fit(q, y)
+    est = BayesianGenerativeCalibrator(sampler="laplace", draws=20, chains=1,
+                                       random_seed=0).fit(q, y)
+    assert est.posterior_draws("alpha").shape == (20, k, k)

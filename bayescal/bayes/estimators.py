@@ -1552,6 +1552,10 @@ def _posterior_predictive(est: Any, scores: ArrayLike, y: ArrayLike | None,
     return _compat.from_dict(groups, dims={"y": ["obs"]}, coords={"obs": np.arange(n)})
 
 
+#: Most classes :class:`BayesianGenerativeCalibrator` samples by MCMC (``k^2``
+#: concentrations); beyond, ``fit`` refuses before any work unless ``sampler="laplace"``.
+MAX_GENERATIVE_CLASSES = 30
+
 #: ``BayesianGenerativeCalibrator(prior="auto")`` where the held-out check keeps
 #: temperature scaling: pseudo-samples per class for each calibration row.
 AUTO_TS_PSEUDO_PER_ROW = 1e4
@@ -1729,6 +1733,20 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
 
     def _compiled_sampler(self) -> bool:
         return True
+
+    def _check_size(self, k: int) -> None:
+        if k <= MAX_GENERATIVE_CLASSES or self.sampler == "laplace":
+            return
+        gb = 4 * self.chains * self.draws * k * k * 8 / 1e9  # alpha, W, A and JAX's copy
+        raise ValueError(
+            f"BayesianGenerativeCalibrator at k={k} samples {k * k} concentrations by MCMC, "
+            f"more than the {MAX_GENERATIVE_CLASSES ** 2} of k = {MAX_GENERATIVE_CLASSES}, "
+            "the largest measured (15-24 s and 1.4 GB for 4 chains x 1000 draws at n = 2000); "
+            f"its draws alone would hold about {gb:.1f} GB, and a default fit at k = 100 had "
+            "not finished after 8 minutes (docs/benchmarks.md, 'Generative Bayesian "
+            "calibration at its defaults'). Use sampler='laplace' (the exact per-class "
+            "Gaussian approximation at the mode, in seconds) or the MAP fit "
+            "GenerativeDirichletCalibrator().")
 
     def _check_params(self) -> None:
         self._prior()
