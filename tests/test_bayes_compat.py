@@ -207,6 +207,25 @@ def test_netcdf_round_trip_is_eager(idata, tmp_path):
     np.testing.assert_array_equal(again.constant_data["bayescal_counts"].values, [6.0, 8.0, 10.0])
 
 
+def test_netcdf_rewritten_in_place_is_read_afresh(idata, tmp_path):
+    """A file read, then rewritten in place (same inode) and read again, gives the new
+    content: reading leaves no file handle open whose cached attributes could be
+    returned (ArviZ 0.2x's reader kept xarray's handles open until this was closed)."""
+    path = tmp_path / "post.nc"
+    _compat.set_group(idata, "constant_data",
+                      xr.Dataset({"bayescal_counts": (("k",), np.array([3.0, 4.0, 5.0]))}))
+    idata.posterior.attrs["bayescal_config"] = json.dumps({"v": 1, "pad": "x" * 500})
+    path.write_bytes(_compat.to_netcdf_bytes(idata))
+    first = _compat.from_netcdf(path)
+    assert json.loads(first.posterior.attrs["bayescal_config"])["v"] == 1
+    group = _compat.group_dataset(first, "posterior").copy()
+    group.attrs["bayescal_config"] = json.dumps({"v": 2})
+    _compat.set_group(first, "posterior", group)
+    path.write_bytes(_compat.to_netcdf_bytes(first))  # in place: the same inode
+    second = _compat.from_netcdf(path)
+    assert json.loads(second.posterior.attrs["bayescal_config"]) == {"v": 2}
+
+
 def test_numpyro_options_match_the_installed_pymc():
     """PyMC 5: nested nuts_sampler_kwargs; PyMC 6: one flat nuts={...} (see test_bayes_samplers)."""
     import inspect

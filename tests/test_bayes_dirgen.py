@@ -379,3 +379,21 @@ def test_too_many_classes_are_refused_before_any_work():
     est = BayesianGenerativeCalibrator(sampler="laplace", draws=20, chains=1,
                                        random_seed=0).fit(q, y)
     assert est.posterior_draws("alpha").shape == (20, k, k)
+
+
+def test_a_posterior_written_before_prior_existed_is_refused(laplace_fit, tmp_path):
+    """A posterior whose configuration lacks this release's parameters is refused by name,
+    not read with today's defaults (``prior="auto"`` was not what it was fitted with)."""
+    import json
+
+    path = laplace_fit.save(tmp_path / "old.json")
+    post = path.with_suffix(".nc")
+    idata = _compat.from_netcdf(post)
+    group = _compat.group_dataset(idata, "posterior").copy()
+    config = json.loads(group.attrs["bayescal_config"])
+    del config["params"]["prior"], config["params"]["cv"]
+    group.attrs["bayescal_config"] = json.dumps(config, sort_keys=True)
+    _compat.set_group(idata, "posterior", group)
+    post.write_bytes(_compat.to_netcdf_bytes(idata))
+    with pytest.raises(ValueError, match=r"lacks the parameters \['cv', 'prior'\].*older"):
+        BayesianGenerativeCalibrator._read_posterior(post)

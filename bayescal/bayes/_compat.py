@@ -293,7 +293,7 @@ def from_netcdf(path: str | os.PathLike) -> Any:
         idata.close()
         return idata
     for group in idata.groups():
-        getattr(idata, group).load()
+        getattr(idata, group).load().close()  # the data stay; the file handle goes
     return idata
 
 

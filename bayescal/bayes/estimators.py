@@ -824,6 +824,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         config = json.loads(attrs["bayescal_config"])
         if config["class"] != cls.__name__:
             raise ValueError(f"it holds a {config['class']}, not a {cls.__name__}")
+        missing = sorted(set(cls().get_params()) - set(config["params"]))
+        if missing:  # e.g. a generative posterior written before prior= existed
+            raise ValueError(f"its configuration lacks the parameters {missing} of this "
+                             f"release's {cls.__name__}: it was written by an older bayescal; "
+                             "fit and save it again")
         out = {}
         for key, v in config["params"].items():
             codec = PARAM_CODECS.get((cls.__name__, key))
