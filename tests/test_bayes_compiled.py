@@ -310,7 +310,8 @@ def test_compiled_dirgen_matches_laplace_and_reuses_its_program():
     Laplace draws within Monte Carlo error; a seed repeats; a new data set of the same k
     compiles nothing."""
     q, y, _, _ = make_dirgen(3000, K, rng=12)
-    kw = {"prior": None, "random_seed": 4, **SHORT}
+    # the run length of the other generative tests' fits: one compiled program
+    kw = {"prior": None, "random_seed": 4, **SHORT, "draws": 1000, "tune": 500, "chains": 4}
     a = BayesianGenerativeCalibrator(**kw).fit(q, y)
     assert a.sampler_ == "jax" and a.diagnostics_["divergences"] == 0
     misses = compiled._program.cache_info().misses

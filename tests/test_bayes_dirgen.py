@@ -1,7 +1,8 @@
 """BayesianGenerativeCalibrator: posterior recovery, conversions, persistence.
 
-Sampling budget: one PyMC NUTS fit (2 chains x (300 tune + 500 draws), k=3)
-shared by the module, plus Laplace fits (no compilation). The recovery tests
+Sampling budget: one compiled NUTS fit (4 chains x (500 tune + 1000 draws), k=3,
+the program of test_bayes_defaults' generative fit) shared by the module, plus
+Laplace fits (no compilation). The recovery tests
 sample the model without pseudo-samples (``prior=None``): the default's
 pseudo-samples pull the concentrations towards temperature scaling, which is
 not the truth of ``make_dirgen`` data; the default has tests of its own below.
@@ -33,8 +34,9 @@ def nuts_fit(data):
     q, y, _, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("error", SamplingWarning)  # must converge
+        # the run length of test_bayes_defaults' generative fit: one compiled program
         return BayesianGenerativeCalibrator(
-            prior=None, draws=500, tune=500, chains=4, random_seed=8
+            prior=None, draws=1000, tune=500, chains=4, random_seed=8
         ).fit(q, y)
 
 
