@@ -391,11 +391,14 @@ def _dirgen_model(k: int):
     ``v`` holds ``z`` (k, k) flattened, ``ln alpha_j = loc_j + chol_j z_j``;
     the density is :func:`bayescal.bayes.models.dirgen_model`'s with
     ``include_pi=False`` (a Normal prior on every ``ln alpha``, the likelihood
-    through the class counts and log-feature sums), its arguments ``counts``,
+    :func:`~bayescal.bayes.models._dirgen_loglik_q` through the class counts and
+    log-feature sums, the same function), its arguments ``counts``,
     ``sums``, ``loc``, ``chol``, ``mu`` and ``sigma``.
     """
     import jax.numpy as jnp
     from jax.scipy.special import gammaln
+
+    from bayescal.bayes.models import _dirgen_loglik_q
 
     def log_alpha(v, data):
         z = v.reshape(k, k)
@@ -403,10 +406,9 @@ def _dirgen_model(k: int):
 
     def density(v, data):
         u = log_alpha(v, data)
-        alpha = jnp.exp(u)
         prior = -0.5 * jnp.sum(((u - data["mu"]) / data["sigma"]) ** 2)
-        norm = gammaln(jnp.sum(alpha, axis=1)) - jnp.sum(gammaln(alpha), axis=1)
-        return prior + jnp.dot(data["counts"], norm) + jnp.sum((alpha - 1.0) * data["sums"])
+        return prior + _dirgen_loglik_q(jnp.exp(u), data["counts"], data["sums"], xp=jnp,
+                                        gammaln=gammaln)
 
     def derive(v, data):
         return {"alpha": jnp.exp(log_alpha(v, data))}

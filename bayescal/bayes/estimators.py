@@ -1757,24 +1757,27 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self._prior()
         from bayescal.structured import check_cv_param
 
-        if not (isinstance(self.prior, str) and self.prior == "auto"):
+        if not self._auto_prior():
             as_prior(self.prior)
         check_cv_param(self.cv)
         self._check_common()
 
-    def _pseudo_prior(self, x: Array, y: Array) -> tuple[DirichletPrior | None, Any]:
-        """The pseudo-samples of ``prior`` for these rows, and ``prior="auto"``'s check."""
-        if not (isinstance(self.prior, str) and self.prior == "auto"):
+    def _auto_prior(self) -> bool:
+        return isinstance(self.prior, str) and self.prior == "auto"
+
+    def _pseudo_prior(self, x: Array, y: Array, stats: SufficientStatistics
+                      ) -> tuple[DirichletPrior | None, Any]:
+        """The pseudo-samples of ``prior`` for these rows (``stats``: their class
+        statistics), and ``prior="auto"``'s check."""
+        if not self._auto_prior():
             return as_prior(self.prior), None
         if "pseudo_prior" in self._reused:  # a retry: the same data, the same choice
             return self._reused["pseudo_prior"]
         n = len(y)
-        sw = np.ones(n)
         solver = GenerativeDirichletCalibrator(eps=self.eps, cv=self.cv)
-        strength, info, terms = choose_auto_strength(x, y, sw, self.cv, solver._solve)
+        strength, info, terms = choose_auto_strength(x, y, np.ones(n), self.cv, solver._solve)
         if np.isinf(strength):
             strength = max(max(AUTO_STRENGTHS), AUTO_TS_PSEUDO_PER_ROW * n)
-        stats = SufficientStatistics.from_features(x, y)
         out = (auto_prior_at(strength, stats, terms), info)
         self._reused["pseudo_prior"] = out
         return out
@@ -1783,7 +1786,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         prior = self.prior_ = self._prior()
         k = x.shape[1]
         data = SufficientStatistics.from_features(x, y)
-        pseudo, self.cv_results_ = self._pseudo_prior(x, y)
+        pseudo, self.cv_results_ = self._pseudo_prior(x, y, data)
         self.prior_strength_ = self.prior_center_ = None
         counts, S = data.counts, data.sums
         if pseudo is not None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -466,11 +467,20 @@ def dirlin_raw_model(x: ArrayLike, y: ArrayLike, prior: DirLinPrior):
     return model
 
 
-def _dirgen_loglik_q(alpha, counts: Array, S: Array):
-    import pytensor.tensor as pt
+def _dirgen_loglik_q(alpha, counts: Array, S: Array, xp: Any = None, gammaln: Any = None):
+    r"""The scores' log-likelihood through the class statistics, in PyTensor (default) or JAX.
 
-    log_norm = pt.gammaln(pt.sum(alpha, axis=1)) - pt.sum(pt.gammaln(alpha), axis=1)
-    return pt.dot(counts, log_norm) + pt.sum((alpha - 1.0) * S)
+    :math:`\sum_j n_j[\ln\Gamma(\sum_l\alpha_{jl}) - \sum_l\ln\Gamma(\alpha_{jl})]
+    + \sum_{jl} (\alpha_{jl} - 1) S_{jl}`; ``xp`` and ``gammaln`` are the array
+    namespace and its log-gamma (``jax.numpy`` and ``jax.scipy.special.gammaln``
+    for :mod:`bayescal.bayes.compiled`).
+    """
+    if xp is None:
+        import pytensor.tensor as xp
+
+        gammaln = xp.gammaln
+    log_norm = gammaln(xp.sum(alpha, axis=1)) - xp.sum(gammaln(alpha), axis=1)
+    return xp.dot(counts, log_norm) + xp.sum((alpha - 1.0) * S)
 
 
 def dirgen_model(

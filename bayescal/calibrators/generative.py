@@ -526,7 +526,7 @@ class GenerativeDirichletCalibrator(FamilyCalibratorMixin):
         sw = check_sample_weight(sample_weight, n_samples=n)
         return choose_auto_strength(x, y, sw, self.cv, self._solve)
 
-        # -- fitting ------------------------------------------------------------
+    # -- fitting ------------------------------------------------------------
     def fit(
         self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> GenerativeDirichletCalibrator:
