@@ -77,6 +77,8 @@ from bayescal.optimize import (
     dense_hessian,
     fit_multinomial,
     make_penalty,
+    row_max,
+    row_sum,
 )
 
 __all__ = [
@@ -403,8 +405,8 @@ def _path_check(
                 init = res
                 W, b = res.W, res.b
             z = x[te] * np.diag(W) + b if structure == "diagonal" else x[te] @ W.T + b
-            z -= z.max(axis=1, keepdims=True)
-            loss[i, te] = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(te)), y[te]]
+            z -= row_max(z)[:, None]
+            loss[i, te] = np.log(row_sum(np.exp(z))) - z[np.arange(len(te)), y[te]]
     used = ~np.isnan(loss[0])
     index, info = one_standard_error(loss[:, used], sw[used], factors=factors)
     return {**{g: np.array([c[g] for c in cands]) for g in _GROUPS}, **info,

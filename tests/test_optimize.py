@@ -219,6 +219,36 @@ def test_cg_hessian_product_matches_exact_one(structure):
 
 
 @pytest.mark.parametrize("structure", STRUCTURES)
+def test_float32_newton_hessian_matches_exact_one(structure):
+    """Dense Newton's float32 Hessian is float64 and within float32 rounding of the exact one."""
+    from bayescal.optimize import _make_problem
+
+    rng = np.random.default_rng(4)
+    q, y, _, _ = make_dirgen(600, 9, rng=rng)
+    prob = _make_problem(log_features(q), y, structure, _penalties(9)["structured"],
+                         rng.uniform(0.5, 2.0, size=len(y)))
+    st = prob.state(rng.normal(scale=0.3, size=prob.m) + (1.0 if structure == "scalar" else 0))
+    exact, low = prob.hess_dense(st), prob.hess_dense(st, np.float32)
+    assert low.dtype == np.float64 and low.shape == exact.shape
+    assert np.array_equal(low, low.T)
+    assert np.linalg.norm(low - exact) <= 1e-5 * np.linalg.norm(exact)
+    if structure != "full":  # only a full W's Hessian is worth float32
+        assert np.array_equal(low, exact)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), k=st.integers(1, 45), seed=st.integers(0, 2**16))
+def test_row_reductions_equal_numpy(n, k, seed):
+    """The BLAS / column-loop row reductions of the solver's hot path equal NumPy's."""
+    from bayescal.optimize import col_sum, row_max, row_sum
+
+    z = np.random.default_rng(seed).normal(scale=30.0, size=(n, k))
+    assert np.array_equal(row_max(z), z.max(axis=1))
+    np.testing.assert_allclose(row_sum(z), z.sum(axis=1), rtol=1e-12, atol=1e-12 * k * 30)
+    np.testing.assert_allclose(col_sum(z), z.sum(axis=0), rtol=1e-12, atol=1e-12 * n * 30)
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
 @pytest.mark.parametrize("pen_name", ["odir", "l2-identity", "none"])
 def test_newton_cg_reaches_same_optimum(small, structure, pen_name):
     x, y = small
