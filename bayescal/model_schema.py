@@ -325,11 +325,12 @@ _DIRICHLET_STATE = StateSchema(
         )),
         selection_=Field("record", nullable=True, when=("reg", "structured"), fields=_record(
             # inf: the off-diagonal not fitted (beyond structured.FULL_AUTO_MAX_K classes)
-            evidence_reg_lambda=_f("float", minimum=0.0, finite=False),
-            evidence_reg_diag=_f("float", minimum=0.0),
-            evidence_reg_mu=_f("float", minimum=0.0),
+            # None: chosen without the evidence (structured.HOLDOUT_MIN_K classes or more)
+            evidence_reg_lambda=_f("float", minimum=0.0, finite=False, nullable=True),
+            evidence_reg_diag=_f("float", minimum=0.0, nullable=True),
+            evidence_reg_mu=_f("float", minimum=0.0, nullable=True),
             n_evidence_iter=_f("int", minimum=0),
-            log_evidence=_f("float"),
+            log_evidence=_f("float", nullable=True),
             path_reg_lambda=_f("float", "p", minimum=0.0, finite=False, nullable=True),
             path_reg_diag=_f("float", "p", minimum=0.0, finite=False, nullable=True),
             path_reg_mu=_f("float", "p", minimum=0.0, finite=False, nullable=True),

@@ -231,3 +231,88 @@ def test_reused_dense_hessian_gives_the_same_fits_along_a_path():
         np.testing.assert_allclose(shared.W, alone.W, atol=1e-8)
         init = shared
     assert "hess_lik" in reuse
+
+
+def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch):
+    """From HOLDOUT_MIN_K classes: temperature scaling and the tied strengths on one split."""
+    from bayescal.datasets import make_dirgen
+    from bayescal.structured import HOLDOUT_STRENGTHS, cv_splits, one_standard_error
+
+    monkeypatch.setattr(structured, "HOLDOUT_MIN_K", 5)
+    q, y, _, _ = make_dirgen(700, 5, rng=np.random.default_rng(11))
+    x = log_features(q)
+    sf = fit_structured(x, y)
+    assert sf.evidence_strengths is None and sf.log_evidence is None and sf.n_evidence_iter == 0
+    path = sf.path
+    strengths = path["reg_lambda"]
+    m = len(strengths)
+    np.testing.assert_array_equal(strengths, [np.inf, *HOLDOUT_STRENGTHS[: m - 1]])
+    for g in ("reg_diag", "reg_mu"):
+        np.testing.assert_array_equal(path[g], strengths)
+    # each candidate's held-out loss, refitted from scratch on the first fold's rows
+    tr, te = cv_splits(5, y)[0]
+    s = structured.fit_temperature_scale(x[tr], y[tr])
+    losses = []
+    for c in strengths:
+        if np.isinf(c):
+            W, b = s * np.eye(5), np.zeros(5)
+        else:
+            pen = structured.structured_penalty(5, dict.fromkeys(("reg_lambda", "reg_diag",
+                                                                  "reg_mu"), c), len(tr), s)
+            res = fit_multinomial(x[tr], y[tr], penalty=pen, tol=1e-10)
+            W, b = res.W, res.b
+        losses.append(structured._heldout_loss(x[te], y[te], W, b, "full"))
+    mean = np.mean(losses, axis=1)
+    # (the path's fits stop at a max |gradient| of PATH_TOL = 1e-6)
+    np.testing.assert_allclose(path["mean_test_log_loss"], mean, rtol=1e-6)
+    # the path goes on while the loss falls, and stops at the first rise
+    assert np.all(np.diff(mean[:-1]) <= 0)
+    assert m == 1 + len(HOLDOUT_STRENGTHS) or mean[-1] > mean[-2]
+    assert path["index"] == one_standard_error(np.array(losses))[0]
+    # the final map is the fixed-strength fit at the chosen strengths on all the rows
+    fixed = fit_structured(x, y, cv=None, **sf.strengths)
+    np.testing.assert_allclose(sf.fit.W, fixed.fit.W, atol=1e-6)
+    np.testing.assert_allclose(sf.fit.b, fixed.fit.b, atol=1e-6)
+    assert sf.fit.converged and sf.features == 0
+
+
+def test_many_classes_floor_is_chosen_by_held_out_loss(monkeypatch):
+    """An alternative floor competes at the chosen strength, on the same split."""
+    monkeypatch.setattr(structured, "HOLDOUT_MIN_K", 5)
+    q, y = make_dnn_scores(600, 5, rng=12)
+    x = log_features(q)
+    floored = np.maximum(x, np.log(0.02))  # a floor far above the scores' smallest
+    sf = fit_structured(x, y, alternatives=(x.copy(), floored))
+    tr, te = structured.cv_splits(5, y)[0]
+    i = sf.path["index"]
+    loss = {}
+    for j, xa in ((0, x), (2, floored)):
+        c = sf.path["reg_lambda"][i]
+        s = structured.fit_temperature_scale(xa[tr], y[tr])
+        if np.isinf(c):
+            W, b = s * np.eye(5), np.zeros(5)
+        else:
+            pen = structured.structured_penalty(5, dict.fromkeys(
+                ("reg_lambda", "reg_diag", "reg_mu"), c), len(tr), s)
+            res = fit_multinomial(xa[tr], y[tr], penalty=pen, tol=1e-10)
+            W, b = res.W, res.b
+        loss[j] = structured._heldout_loss(xa[te], y[te], W, b, "full").mean()
+    assert sf.features == (2 if loss[2] < loss[0] - 1e-9 else 0)
+
+
+def test_many_classes_default_saves_its_choice(tmp_path):
+    """At k = HOLDOUT_MIN_K the default records no evidence, and its model file round-trips."""
+    from bayescal.io import load_model, save_model
+
+    k = structured.HOLDOUT_MIN_K
+    q, y = make_dnn_scores(1600, k, rng=5)
+    cal = DirichletCalibrator().fit(q[:800], y[:800])
+    sel = cal.selection_
+    assert sel["log_evidence"] is None and sel["evidence_reg_lambda"] is None
+    assert sel["n_evidence_iter"] == 0 and np.isinf(sel["path_reg_lambda"][0])
+    assert cal.reg_lambda_ == sel["path_reg_lambda"][sel["path_index"]]
+    path = tmp_path / "m.json"
+    save_model(cal, path)
+    again = load_model(path)
+    np.testing.assert_array_equal(again.predict_proba(q[800:]), cal.predict_proba(q[800:]))
+    assert again.selection_["log_evidence"] is None

@@ -197,7 +197,10 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         ``reg="structured"`` with some strength ``"auto"``: the evidence
         strengths (``"evidence_reg_lambda"``, ``"evidence_reg_diag"``,
         ``"evidence_reg_mu"``), ``"n_evidence_iter"``, ``"log_evidence"`` at
-        those strengths and, when the check ran, its candidates
+        those strengths (None, and 0 iterations, from
+        :data:`~bayescal.structured.HOLDOUT_MIN_K` classes on, where the
+        default full map is chosen by one held-out split without the
+        evidence) and, when the check ran, its candidates
         (``"path_reg_lambda"``, ``"path_reg_diag"``, ``"path_reg_mu"``: their
         strengths, ``inf`` for temperature scaling; ``"path_mean_test_log_loss"``,
         ``"path_se_vs_best"``, ``"path_se_factor"``; ``"path_index"`` of the one
@@ -405,12 +408,13 @@ class DirichletCalibrator(FamilyCalibratorMixin):
         if sf.features == 1:
             state["eps_"] = floor
             x = alternatives[0]
-        if sf.evidence_strengths is not None:
+        if sf.evidence_strengths is not None or sf.path is not None:
             path = sf.path or {}
+            ev = sf.evidence_strengths or dict.fromkeys(sf.strengths)
             state["selection_"] = {
-                **{f"evidence_{g}": float(v) for g, v in sf.evidence_strengths.items()},
+                **{f"evidence_{g}": None if v is None else float(v) for g, v in ev.items()},
                 "n_evidence_iter": int(sf.n_evidence_iter),
-                "log_evidence": float(sf.log_evidence),
+                "log_evidence": None if sf.log_evidence is None else float(sf.log_evidence),
                 **{f"path_{key}": path.get(key) for key in (
                     "reg_lambda", "reg_diag", "reg_mu", "mean_test_log_loss", "se_vs_best",
                     "se_factor", "index")},
