@@ -140,6 +140,8 @@ _XX_MAX_ELEMENTS = 20_000_000
 #: (:func:`row_max`): NumPy's ``max(axis=1)`` over a short contiguous axis
 #: costs about 0.2 ms per 5000 rows at any small k, the column loop 0.04 ms at k = 10.
 _LOOP_MAX_COLUMNS = 32
+#: Up to this many columns a row sum is a BLAS matrix-vector product (:func:`row_sum`).
+_BLAS_ROW_SUM_MAX = 512
 
 
 def row_max(z: Array) -> Array:
@@ -157,8 +159,12 @@ def row_sum(z: Array) -> Array:
     """``z.sum(axis=1)`` as a matrix-vector product (BLAS; equal up to rounding).
 
     NumPy's reduction over a short contiguous axis is several times slower
-    than ``z @ 1`` at small ``k``; likewise :func:`col_sum`.
+    than ``z @ 1`` at small ``k`` (0.10 against 0.01 ms at ``k = 10``, ``n =
+    5000``); likewise :func:`col_sum`. Beyond :data:`_BLAS_ROW_SUM_MAX` columns
+    NumPy's own sum is the faster (6.7 against 9.9 ms at ``k = 1000``, ``n = 25000``).
     """
+    if z.shape[1] > _BLAS_ROW_SUM_MAX:
+        return z.sum(axis=1)
     return z @ np.ones(z.shape[1], dtype=z.dtype)
 
 
