@@ -45,11 +45,14 @@ Choosing the strengths (``"auto"``) takes two steps, both cheap:
    moves away from temperature scaling only when the held-out data support
    it.
 
-**Many classes.** From :data:`HOLDOUT_MIN_K` (31) to :data:`FULL_AUTO_MAX_K`
-(100) classes, an all-"auto" full map skips both steps above: the ``k^2 +
-k`` parameters make each of their tens of fits a Newton-CG solve (7-8 CPU s
-in all at ``k = 100``, ``n = 5000``). Instead, on the first split of ``cv``
-only (80/20 for the default 5 folds), temperature scaling and every strength
+**Many classes.** From :data:`HOLDOUT_MIN_K` (31) classes an all-"auto"
+structured map (full, and diagonal: vector scaling, and the default full map
+beyond :data:`FULL_AUTO_MAX_K` classes) skips both steps above: each of their
+some fifty fits costs a pass over ``n k`` or ``n k^2`` numbers per Newton
+iteration (7-8 CPU s in all at ``k = 100``, ``n = 5000`` for the full map;
+about 50 s at ``k = 1000``, ``n = 25000`` for the diagonal one). Instead, on
+the first split of ``cv`` only (80/20 for the default 5 folds), temperature
+scaling and every strength
 set alike to each of :data:`HOLDOUT_STRENGTHS` ``(10, 1, 0.1, 0.01)`` are
 fitted from strong to weak (warm-started), stopping at the first candidate
 whose held-out log-loss rises; the one-standard-error rule picks among them,
@@ -147,8 +150,8 @@ PATH_TOL = 1e-6
 #: (about 11 CPU s at ``k = 100``, ``n = 5000``; DESIGN section 8); a fixed
 #: ``reg_lambda`` still fits it at any ``k``.
 FULL_AUTO_MAX_K = 100
-#: From this many classes on (up to :data:`FULL_AUTO_MAX_K`) an all-"auto" full
-#: map is chosen without the evidence, by one held-out split along the tied
+#: From this many classes on an all-"auto" structured map (full or diagonal)
+#: is chosen without the evidence, by one held-out split along the tied
 #: strengths :data:`HOLDOUT_STRENGTHS` (module docstring, *Many classes*).
 HOLDOUT_MIN_K = 31
 #: The tied strengths (every group alike) of that check, strong to weak, after
@@ -442,8 +445,8 @@ def _heldout_loss(x: Array, y: NDArray[np.intp], W: Array, b: Array, structure: 
 
 
 def _holdout_path(
-    x: Array, y: NDArray[np.intp], sw: Array, split: tuple[Any, Any], max_iter: int,
-    tol: float,
+    x: Array, y: NDArray[np.intp], sw: Array, structure: str, split: tuple[Any, Any],
+    max_iter: int, tol: float,
 ) -> tuple[dict[str, Any], list[Any]]:
     """Held-out losses along temperature scaling and :data:`HOLDOUT_STRENGTHS` on one split.
 
@@ -455,33 +458,39 @@ def _holdout_path(
     """
     tr, te = split
     k = x.shape[1]
+    masks = _group_masks(structure, k)
     s = fit_temperature_scale(x[tr], y[tr], sw[tr])
     init: Any = (s * np.eye(k), np.zeros(k))
-    losses = [_heldout_loss(x[te], y[te], *init, "full")]
+    losses = [_heldout_loss(x[te], y[te], *init, structure)]
     fits: list[Any] = [None]
     strengths = [np.inf]
     reuse: dict[str, Any] = {}
     w = sw[te]
     for c in HOLDOUT_STRENGTHS:
-        pen = structured_penalty(k, dict.fromkeys(_GROUPS, c), float(sw[tr].sum()), s)
-        init = fit_multinomial(x[tr], y[tr], structure="full", penalty=pen, init=init,
+        pen = structured_penalty(k, _tied(c, masks), float(sw[tr].sum()), s)
+        init = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, init=init,
                                sample_weight=sw[tr], max_iter=max_iter, tol=tol, warn=False,
                                reuse=reuse)
-        losses.append(_heldout_loss(x[te], y[te], init.W, init.b, "full"))
+        losses.append(_heldout_loss(x[te], y[te], init.W, init.b, structure))
         fits.append(init)
         strengths.append(c)
         if losses[-1] @ w > losses[-2] @ w:
             break
     index, info = one_standard_error(np.array(losses), w)
-    return {**{g: np.array(strengths) for g in _GROUPS}, **info,
+    return {**{g: np.array([_tied(c, masks)[g] for c in strengths]) for g in _GROUPS}, **info,
             "se_factor": np.ones(len(strengths))}, fits
 
 
+def _tied(c: float, masks: dict[str, Any]) -> dict[str, float]:
+    """Every group of the structure at strength ``c`` (0 for a group it lacks)."""
+    return {g: (c if g in masks else 0.0) for g in _GROUPS}
+
+
 def _fit_holdout(
-    x: Array, y: NDArray[np.intp], sw: Array, cv: Any, max_iter: int, tol: float, init: Any,
-    alternatives: tuple[Array, ...],
+    x: Array, y: NDArray[np.intp], sw: Array, structure: str, cv: Any, max_iter: int,
+    tol: float, init: Any, alternatives: tuple[Array, ...],
 ) -> StructuredFit:
-    """The all-"auto" full map at many classes (module docstring, *Many classes*).
+    """The all-"auto" structured map at many classes (module docstring, *Many classes*).
 
     The strength is chosen on ``x`` (:func:`_holdout_path`); each alternative
     feature matrix is then fitted on the same split at that strength, and the
@@ -490,7 +499,7 @@ def _fit_holdout(
     k = x.shape[1]
     tr, te = split = cv_splits(cv, y)[0]
     fold_tol = max(tol, PATH_TOL)
-    path, fits = _holdout_path(x, y, sw, split, max_iter, fold_tol)
+    path, fits = _holdout_path(x, y, sw, structure, split, max_iter, fold_tol)
     i = path["index"]
     strengths = {g: float(path[g][i]) for g in _GROUPS}
     w = sw[te]
@@ -502,21 +511,21 @@ def _fit_holdout(
         if fits[i] is None:
             W, b, res = s * np.eye(k), np.zeros(k), None
         else:
-            res = fit_multinomial(xa[tr], y[tr], structure="full",
+            res = fit_multinomial(xa[tr], y[tr], structure=structure,
                                   penalty=structured_penalty(k, strengths, float(sw[tr].sum()),
                                                              s),
                                   init=fits[i], sample_weight=sw[tr], max_iter=max_iter,
                                   tol=fold_tol, warn=False)
             W, b = res.W, res.b
-        mean = float(_heldout_loss(xa[te], y[te], W, b, "full") @ w / w.sum())
+        mean = float(_heldout_loss(xa[te], y[te], W, b, structure) @ w / w.sum())
         if mean < best[0]:
             best = (mean, index, xa, res)
     _, index, x, start = best
     s = fit_temperature_scale(x, y, sw)
     if start is None:
-        fit = temperature_result(x, y, sw, "full", s)
+        fit = temperature_result(x, y, sw, structure, s)
     else:
-        fit = fit_multinomial(x, y, structure="full",
+        fit = fit_multinomial(x, y, structure=structure,
                               penalty=structured_penalty(k, strengths, float(sw.sum()), s),
                               init=start if init is None else init, sample_weight=sw,
                               max_iter=max_iter, tol=tol, warn=False)
@@ -634,8 +643,8 @@ def fit_structured(
     owner = {g: (lead if given[g] is None else g) for g in masks}
     owners = sorted(set(owner.values()), key=_GROUPS.index)
     free = [o for o in owners if given[o] == "auto"]
-    if structure == "full" and k >= HOLDOUT_MIN_K and cv is not None and free == owners:
-        return _fit_holdout(x, y, sw, cv, max_iter, tol, init, alternatives)
+    if k >= HOLDOUT_MIN_K and cv is not None and free == owners:
+        return _fit_holdout(x, y, sw, structure, cv, max_iter, tol, init, alternatives)
     start = {o: 1.0 if given[o] == "auto" else float(given[o]) for o in owners}
     if not free:
         s = fit_temperature_scale(x, y, sw)

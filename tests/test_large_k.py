@@ -172,7 +172,8 @@ def test_large_k_default_is_the_structured_diagonal_fit(cls):
     q, y = make_dnn_scores(600, k, rng=3)
     scores = q if cls is DirichletCalibrator else np.log(q)
     cal = cls().fit(scores, y)
-    assert cal.reg_lambda_ == np.inf and cal.selection_["evidence_reg_lambda"] == np.inf
+    assert cal.reg_lambda_ == np.inf and np.all(np.isinf(cal.selection_["path_reg_lambda"]))
+    assert cal.selection_["log_evidence"] is None  # chosen on one held-out split (k >= 31)
     W = cal.coef_
     np.testing.assert_array_equal(W - np.diag(np.diag(W)), 0.0)
     # the same map as the diagonal structure's own default fit
@@ -233,7 +234,8 @@ def test_reused_dense_hessian_gives_the_same_fits_along_a_path():
     assert "hess_lik" in reuse
 
 
-def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch):
+@pytest.mark.parametrize("structure", ["full", "diagonal"])
+def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch, structure):
     """From HOLDOUT_MIN_K classes: temperature scaling and the tied strengths on one split."""
     from bayescal.datasets import make_dirgen
     from bayescal.structured import HOLDOUT_STRENGTHS, cv_splits, one_standard_error
@@ -241,14 +243,15 @@ def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch):
     monkeypatch.setattr(structured, "HOLDOUT_MIN_K", 5)
     q, y, _, _ = make_dirgen(700, 5, rng=np.random.default_rng(11))
     x = log_features(q)
-    sf = fit_structured(x, y)
+    sf = fit_structured(x, y, structure=structure)
     assert sf.evidence_strengths is None and sf.log_evidence is None and sf.n_evidence_iter == 0
     path = sf.path
-    strengths = path["reg_lambda"]
+    strengths = path["reg_mu"]
     m = len(strengths)
     np.testing.assert_array_equal(strengths, [np.inf, *HOLDOUT_STRENGTHS[: m - 1]])
-    for g in ("reg_diag", "reg_mu"):
-        np.testing.assert_array_equal(path[g], strengths)
+    np.testing.assert_array_equal(path["reg_diag"], strengths)
+    np.testing.assert_array_equal(path["reg_lambda"],
+                                  strengths if structure == "full" else np.zeros(m))
     # each candidate's held-out loss, refitted from scratch on the first fold's rows
     tr, te = cv_splits(5, y)[0]
     s = structured.fit_temperature_scale(x[tr], y[tr])
@@ -257,11 +260,12 @@ def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch):
         if np.isinf(c):
             W, b = s * np.eye(5), np.zeros(5)
         else:
-            pen = structured.structured_penalty(5, dict.fromkeys(("reg_lambda", "reg_diag",
-                                                                  "reg_mu"), c), len(tr), s)
-            res = fit_multinomial(x[tr], y[tr], penalty=pen, tol=1e-10)
+            tied = {"reg_lambda": c if structure == "full" else 0.0, "reg_diag": c,
+                    "reg_mu": c}
+            pen = structured.structured_penalty(5, tied, len(tr), s)
+            res = fit_multinomial(x[tr], y[tr], structure=structure, penalty=pen, tol=1e-10)
             W, b = res.W, res.b
-        losses.append(structured._heldout_loss(x[te], y[te], W, b, "full"))
+        losses.append(structured._heldout_loss(x[te], y[te], W, b, structure))
     mean = np.mean(losses, axis=1)
     # (the path's fits stop at a max |gradient| of PATH_TOL = 1e-6)
     np.testing.assert_allclose(path["mean_test_log_loss"], mean, rtol=1e-6)
@@ -270,7 +274,7 @@ def test_many_classes_default_is_chosen_on_one_held_out_split(monkeypatch):
     assert m == 1 + len(HOLDOUT_STRENGTHS) or mean[-1] > mean[-2]
     assert path["index"] == one_standard_error(np.array(losses))[0]
     # the final map is the fixed-strength fit at the chosen strengths on all the rows
-    fixed = fit_structured(x, y, cv=None, **sf.strengths)
+    fixed = fit_structured(x, y, structure=structure, cv=None, **sf.strengths)
     np.testing.assert_allclose(sf.fit.W, fixed.fit.W, atol=1e-6)
     np.testing.assert_allclose(sf.fit.b, fixed.fit.b, atol=1e-6)
     assert sf.fit.converged and sf.features == 0

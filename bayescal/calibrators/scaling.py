@@ -264,7 +264,8 @@ class VectorScaler(_LogitScaler):
     structured penalty of :func:`bayescal.optimize.make_penalty` restricted to
     a diagonal ``W``), with the two strengths chosen by the Laplace evidence
     and checked by cross-validation against temperature scaling
-    (:mod:`bayescal.structured`), so it moves away from one temperature only
+    (:mod:`bayescal.structured`; from ``k = 31`` classes, chosen alike on one
+    held-out split instead), so it moves away from one temperature only
     when the calibration data support it; ``reg="none"`` is the original
     unpenalised vector scaling. The objective is convex in ``(w, b)``;
     Newton's method with the exact ``2k x 2k`` Hessian reaches its exact
