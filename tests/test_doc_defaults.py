@@ -301,9 +301,9 @@ RULES: tuple[Rule, ...] = (
     Rule("generative-no-hyperparameter", 'GenerativeDirichletCalibrator(prior="auto")',
          lambda: _sig("GenerativeDirichletCalibrator", "prior") == "auto",
          r"(?i)generative.*\bno hyperparameters?\b|\bno hyperparameters?\b.*generative"),
-    # The default fit (structured penalty, strengths "auto") costs 0.3-0.6 CPU s at
-    # k = 10 and 12-20 s at k = 100 (docs/benchmarks.md, Scale); docs/choosing.md
-    # once said "about a second".
+    # The default fit (structured penalty, strengths "auto") costs 0.2-0.3 CPU s at
+    # k = 10 and 1.1-1.3 s at k = 100 (docs/benchmarks.md, Scale); docs/choosing.md
+    # once said "about a second", when it took 12-20 s at k = 100.
     Rule("default-fit-about-a-second", 'DirichletCalibrator(reg="structured") with "auto"',
          lambda: _sig("DirichletCalibrator", "reg_lambda") == "auto",
          r"(?i)default fit takes about a second"),
