@@ -120,8 +120,13 @@ CHORD_START = 0.1
 CHORD_CONTRACTION = 0.25
 #: Dense Newton forms its Hessians in float32 until, with the max-abs gradient
 #: at or below this, a full step shrinks it by less than ``CHORD_START``: from
-#: there on, float64 (:func:`fit_multinomial`).
+#: there on, float64 (:func:`fit_multinomial`) ...
 EXACT_HESSIAN_GMAX = 1e-3
+#: ... when the map has at least this many parameters (a full ``W`` from
+#: ``k = 7``). Below, the Hessian is cheap beside a gradient pass, and float64
+#: keeps two equal problems' fits equal to rounding, not only to ``tol``, where
+#: the objective has near-flat directions.
+FLOAT32_HESSIAN_MIN_PARAMS = 50
 
 #: Newton-CG uses the exact block-Jacobi preconditioner up to this many classes
 #: (built once per fit, or once per ``reuse`` dict), a Kronecker-factored one
@@ -1248,7 +1253,7 @@ def fit_multinomial(
     # steers, and convergence is judged on the float64 gradient. Near the
     # optimum a full step that fails to shrink the gradient tenfold (which an
     # exact Hessian would) switches to float64 Hessians.
-    hess_dtype: Any = np.float32
+    hess_dtype: Any = np.float32 if prob.m >= FLOAT32_HESSIAN_MIN_PARAMS else np.float64
     if solver == "newton" and lo is None and "hess_lik" in reuse \
             and reuse.get("hess_key") == prob._fingerprint():
         # a warm start along a path: the last fit's likelihood Hessian with this
