@@ -562,6 +562,8 @@ def bench_realdata(out: Path, scores_dir: Path, sizes, sampler="auto", datasets=
         diag = est.diagnostics_
         row.update({m: diag.get(m) for m in ("r_hat_max", "ess_bulk_min", "divergences",
                                              "passed")})
+        row["attempts"] = [{m: a[m] for m in ("target_accept", "tune", "divergences", "passed")
+                            if m in a} for a in diag.get("attempts", [])]
         _append(out, row)
         print(row["key"], {m: round(row[m], 4) for m in ("temperature", "map_default",
                                                          "bayes_mean")},
