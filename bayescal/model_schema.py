@@ -791,8 +791,6 @@ def _decode_params(cls: type, wrapper: bool, doc_params: Any, where: str) -> dic
     kinds = {k: v for k, v in _param_kinds(cls).items() if k != "input"}
     if wrapper:
         kinds["eps"] = _param_kinds(ProbsToLogits)["eps"]
-    # parameters that only steer how fit retries, absent from files written before them
-    doc_params = {**getattr(cls, "_fit_only_defaults", {}), **doc_params}
     _exact_keys(doc_params, kinds, where)
     out = {}
     for name, value in doc_params.items():

@@ -221,32 +221,25 @@ def test_absent_class_fit_passes_the_default_checks(absent_fit):
     assert 1 <= len(d["attempts"]) <= 3 and d["attempts"][-1]["passed"]
 
 
-def _failing_first(mod, monkeypatch, runs=1, **failure):
-    """Patch ``mod``'s sampler and checks: the first ``runs`` posteriors fail with ``failure``.
+def _failing_first(mod, monkeypatch, **failure):
+    """Patch ``mod``'s sampler and checks: the first posterior fails with ``failure``.
 
-    Returns the list of ``(target_accept, draws)`` of every sampling run (its
-    attribute ``tunes``: their warm-up steps); the runs checked right after the
-    list's first ``runs`` entries are the ones made to fail (clear the list
-    before the next fit).
+    Returns the list of ``(target_accept, draws)`` of every sampling run; the
+    run checked right after the list's first entry is the one made to fail
+    (clear the list before the next fit).
     """
-
-    class Used(list):
-        tunes: list
-
-    used = Used()
-    used.tunes = []
+    used = []
     real_diagnose = mod.diagnose
 
     def recording(real):
         def sample(*args, **kwargs):
             used.append((kwargs["target_accept"], kwargs["draws"]))
-            used.tunes.append(kwargs["tune"])
             return real(*args, **kwargs)
         return sample
 
     def diagnose(*args, **kwargs):
         d = real_diagnose(*args, **kwargs)
-        if len(used) <= runs:
+        if len(used) == 1:
             d.update(failure, passed=False, problems=[f"made to fail: {failure}"])
         return d
 
@@ -267,37 +260,14 @@ def test_divergences_resample_at_the_retry_target(data, monkeypatch):
     assert used == [(0.95, 1000), (0.999, 1000)]
     assert est.diagnostics_["passed"]
     assert est.diagnostics_["attempts"] == [
-        {"target_accept": 0.95, "draws": 1000, "tune": 500, "divergences": 3, "passed": False},
-        {"target_accept": 0.999, "draws": 1000, "tune": 500, "divergences": 0, "passed": True}]
+        {"target_accept": 0.95, "draws": 1000, "divergences": 3, "passed": False},
+        {"target_accept": 0.999, "draws": 1000, "divergences": 0, "passed": True}]
     # None (or a retry target not above target_accept) samples once, and fails
     used.clear()
     with pytest.raises(ConvergenceError, match="made to fail"):
         BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_target_accept=None,
-                                    retry_tune=None, **SMALL).fit(q, y)
-    assert used == [(0.95, 1000)]
-
-
-def test_divergences_left_after_smaller_steps_resample_after_a_longer_warm_up(data, monkeypatch):
-    """Divergences at retry_target_accept too: sampled a third time after retry_tune steps."""
-    import bayescal.bayes.estimators as mod
-
-    used = _failing_first(mod, monkeypatch, runs=2, divergences=2, ess_tail_min=350.0)
-    q, y = data
-    est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
-    assert used == [(0.95, 1000), (0.999, 1000), (0.999, 1000)]
-    assert used.tunes == [500, 500, 1000]  # "auto": twice the failed try's warm-up
-    assert est.diagnostics_["passed"] and est.tune_ == 1000
-    assert [(a["tune"], a["passed"]) for a in est.diagnostics_["attempts"]] == [
-        (500, False), (500, False), (1000, True)]
-    # retry_tune=None: two tries, as before it existed (the message when every try
-    # fails: test_a_failure_message_says_what_was_tried_and_what_next)
-    used.clear()
-    used.tunes.clear()
-    with pytest.raises(ConvergenceError, match="made to fail"):
-        BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_tune=None,
                                     **SMALL).fit(q, y)
-    assert used == [(0.95, 1000), (0.999, 1000)]
-
+    assert used == [(0.95, 1000)]
 
 
 def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
@@ -598,27 +568,17 @@ def test_a_failure_message_says_what_was_tried_and_what_next(data, monkeypatch):
     with pytest.raises(ConvergenceError) as err:
         BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
     msg = str(err.value)
-    assert ("Sampled 3 times (1000 draws per chain after 500 warm-up steps at "
-            "target_accept=0.95: 3 divergences; then 1000 draws per chain after 500 warm-up "
-            "steps at target_accept=0.999: 3 divergences; then 1000 draws per chain after 1000 "
-            "warm-up steps at target_accept=0.999: 3 divergences). Divergences remain at "
-            "target_accept=0.999 after 1000 warm-up steps, so neither smaller steps nor a "
-            "longer warm-up will remove them: a simpler prior (prior='fixed' or "
-            "prior='temperature'), the MAP fit DirichletCalibrator() or more calibration data "
-            "is the next step.") in msg, msg
+    assert ("Sampled 2 times (1000 draws per chain at target_accept=0.95: 3 divergences; then "
+            "1000 draws per chain at target_accept=0.999: 3 divergences). Divergences remain "
+            "at target_accept=0.999, so smaller steps will not remove them: a simpler prior "
+            "(prior='fixed' or prior='temperature'), the MAP fit DirichletCalibrator() or more "
+            "calibration data is the next step.") in msg, msg
     assert "e.g. 0.95" not in msg
-    # without the longer warm-up: two tries, and the claim about smaller steps only
-    with pytest.raises(ConvergenceError, match=r"Sampled 2 times .* Divergences remain at "
-                                               r"target_accept=0\.999, so smaller steps will "
-                                               r"not remove them"):
-        BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_tune=None,
-                                    **SMALL).fit(q, y)
     # one try (no retry): what was used, and no claim about smaller steps
-    with pytest.raises(ConvergenceError, match=r"Sampled 1 time \(1000 draws per chain after "
-                                               r"500 warm-up steps at target_accept=0\.95: 3 "
-                                               r"divergences\)") as err:
+    with pytest.raises(ConvergenceError, match=r"Sampled 1 time \(1000 draws per chain at "
+                                               r"target_accept=0\.95: 3 divergences\)") as err:
         BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_target_accept=None,
-                                    retry_tune=None, **SMALL).fit(q, y)
+                                    **SMALL).fit(q, y)
     assert "will not remove them" not in str(err.value)
 
 

@@ -399,33 +399,3 @@ def test_a_posterior_written_before_prior_existed_is_refused(laplace_fit, tmp_pa
     post.write_bytes(_compat.to_netcdf_bytes(idata))
     with pytest.raises(ValueError, match=r"lacks the parameters \['cv', 'prior'\].*older"):
         BayesianGenerativeCalibrator._read_posterior(post)
-
-
-def test_a_model_saved_before_retry_tune_existed_is_read(laplace_fit, tmp_path):
-    """``retry_tune`` only steers fit's retries: a model saved without it (posterior and
-    JSON file) reads as ``retry_tune=None``, the retries its release had."""
-    import json
-
-    from bayescal.bayes.estimators import posterior_model_id
-    from bayescal.io import load_model
-
-    path = laplace_fit.save(tmp_path / "old.json")
-    post = path.with_suffix(".nc")
-    idata = _compat.from_netcdf(post)
-    group = _compat.group_dataset(idata, "posterior").copy()
-    config = json.loads(group.attrs["bayescal_config"])
-    del config["params"]["retry_tune"]
-    group.attrs["bayescal_config"] = json.dumps(config, sort_keys=True)
-    _compat.set_group(idata, "posterior", group)
-    old_id = group.attrs["bayescal_model_id"]
-    new_id = posterior_model_id(idata)  # as the older release computed it
-    group.attrs["bayescal_model_id"] = new_id
-    _compat.set_group(idata, "posterior", group)
-    post.write_bytes(_compat.to_netcdf_bytes(idata))
-    doc = json.loads(path.read_text().replace(old_id, new_id))
-    assert doc["hyperparameters"].pop("retry_tune") == "auto"
-    path.write_text(json.dumps(doc))
-    back = load_model(path)
-    assert back.retry_tune is None
-    q = np.full((3, laplace_fit.n_features_in_), 1.0 / laplace_fit.n_features_in_)
-    np.testing.assert_array_equal(back.predict_proba(q), laplace_fit.predict_proba(q))

@@ -234,8 +234,6 @@ def test_short_run_warns_on_request(data):
         ({"retry_draws": 0}, "retry_draws must be a positive integer, 'auto' or None; got 0"),
         ({"retry_draws": "more"}, "retry_draws .* got 'more'"),
         ({"retry_draws": True}, "retry_draws"),
-        ({"retry_tune": 0}, "retry_tune must be a positive integer, 'auto' or None; got 0"),
-        ({"retry_tune": "longer"}, "retry_tune .* got 'longer'"),
         ({"eps": "floor"}, "eps"),
         ({"tune": "fast"}, "tune must be a non-negative integer or 'auto'; got 'fast'"),
         ({"tune": -1}, "tune"),

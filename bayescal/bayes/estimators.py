@@ -219,23 +219,12 @@ def _check_open_unit(value: Any, name: str, also: str = "") -> None:
         raise ValueError(f"{name} must be {also}in (0, 1); got {value!r}")
 
 
-#: Parameters that only steer how ``fit`` retries, read as these values from a
-#: posterior written before they existed (the release that wrote it had no such
-#: retry): the posterior itself does not depend on them.
-_FIT_ONLY_DEFAULTS: dict[str, Any] = {"retry_tune": None}
-
-
 @dataclass(frozen=True)
 class _Attempt:
-    """The sampler settings of one try at the posterior (``fit`` makes at most four).
-
-    ``tune`` is the warm-up of a retry with a longer one; ``None``: the
-    estimator's own (``tune``, ``"auto"`` resolved).
-    """
+    """The sampler settings of one try at the posterior (``fit`` makes at most two)."""
 
     target_accept: float
     draws: int
-    tune: int | None = None
 
 
 def _failed_on(diagnostics: dict[str, Any]) -> str | None:
@@ -348,9 +337,6 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
     posterior mode) and ``_stats`` (arrays fingerprinting the fit).
     """
 
-    #: Read as these values from a saved model that predates them (:data:`_FIT_ONLY_DEFAULTS`).
-    _fit_only_defaults: dict[str, Any] = _FIT_ONLY_DEFAULTS
-
     _diag_vars: tuple[str, ...] = ("W", "b")
 
     # -- fitting ----------------------------------------------------------
@@ -431,7 +417,6 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 if self.sampler_ not in _MCMC:
                     break
                 attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
-                                 "tune": int(self.tune_),
                                  "divergences": self.diagnostics_["divergences"],
                                  "passed": self.diagnostics_["passed"]})
                 self.diagnostics_["attempts"] = list(attempts)
@@ -449,9 +434,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             if self.sampler_ in _MCMC:
                 hint = self._failure_hint(data.y, data.x.shape[1])
                 if len(attempts) > 1 or attempts[-1]["divergences"]:
-                    tries = [f"{a['draws']} draws per chain after {a['tune']} warm-up steps "
-                             f"at target_accept={a['target_accept']}: {a['divergences']} "
-                             "divergences" for a in attempts]
+                    tries = [f"{a['draws']} draws per chain at target_accept="
+                             f"{a['target_accept']}: {a['divergences']} divergences"
+                             for a in attempts]
                     hint = (f"Sampled {len(attempts)} time{'s' if len(attempts) > 1 else ''} "
                             f"({'; then '.join(tries)}). {self._next_step(attempts)}"
                             f"{hint}").strip()
@@ -469,14 +454,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """What to try after the tries ``attempts`` failed ("" when more of the same may do)."""
         last = attempts[-1]
         if last["divergences"] and last["target_accept"] >= 0.999:
-            if last["tune"] > attempts[0]["tune"]:
-                tried = (f"at target_accept={last['target_accept']} after {last['tune']} "
-                         "warm-up steps, so neither smaller steps nor a longer warm-up will "
-                         "remove them")
-            else:
-                tried = (f"at target_accept={last['target_accept']}, so smaller steps will not "
-                         "remove them")
-            return (f"Divergences remain {tried}: {self._simpler} or more calibration data "
+            return (f"Divergences remain at target_accept={last['target_accept']}, so smaller "
+                    f"steps will not remove them: {self._simpler} or more calibration data "
                     "is the next step. ")
         return ""
 
@@ -489,38 +468,23 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         """The next try after a failed one (``diagnostics_``), or ``None``.
 
         Divergent transitions: ``retry_target_accept`` (smaller steps), when
-        set and higher than the try's; if divergences remain (or smaller steps
-        are not allowed), ``retry_tune`` warm-up steps (a longer adaptation of
-        the step size and mass matrix), when set and more than the try's. No
-        divergence problem but R-hat or ESS short: ``retry_draws`` draws per
-        chain (longer chains), when set and more than the try's. Each remedy
-        is applied once at most (four tries at most: smaller steps, a longer
-        warm-up, then longer chains).
+        set and higher than the try's. No divergence problem but R-hat or ESS
+        short: ``retry_draws`` draws per chain (longer chains), when set and
+        more than the try's. So each remedy is applied once at most (three
+        tries at most: smaller steps, then longer chains at those steps).
         """
         why = _failed_on(self.diagnostics_)
-        if why == "divergences":
-            if self.retry_target_accept is not None:
-                ta = float(self.retry_target_accept)
-                if ta > attempt.target_accept:
-                    return _Attempt(ta, attempt.draws, attempt.tune)
-            if self.retry_tune is not None and attempt.tune is None:
-                tune = self._retry_tune()
-                if tune > self.tune_:
-                    return _Attempt(attempt.target_accept, attempt.draws, tune)
-            return None
+        if why == "divergences" and self.retry_target_accept is not None:
+            ta = float(self.retry_target_accept)
+            return _Attempt(ta, attempt.draws) if ta > attempt.target_accept else None
         if why == "mixing" and self.retry_draws is not None:
             draws = self._retry_draws()
-            if draws > attempt.draws:
-                return _Attempt(attempt.target_accept, draws, attempt.tune)
+            return _Attempt(attempt.target_accept, draws) if draws > attempt.draws else None
         return None
 
     def _retry_draws(self) -> int:
         """``retry_draws`` resolved (``"auto"``: twice ``draws``)."""
         return 2 * int(self.draws) if self.retry_draws == "auto" else int(self.retry_draws)
-
-    def _retry_tune(self) -> int:
-        """``retry_tune`` resolved (``"auto"``: twice the warm-up of the failed try, ``tune_``)."""
-        return 2 * int(self.tune_) if self.retry_tune == "auto" else int(self.retry_tune)
 
     def _param_floor(self) -> float:
         """The floor of the ``eps`` parameter (``"auto"``: EPS, before any choice)."""
@@ -572,15 +536,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         self._add_log_likelihood(x, y)
         return self
 
-    def _resolve_tune(self, whitening: Any = None, compiled: bool = False,
-                      attempt: _Attempt | None = None) -> int:
+    def _resolve_tune(self, whitening: Any = None, compiled: bool = False) -> int:
         """Warm-up steps of this fit, stored as ``tune_`` (``"auto"``: :data:`TUNE_AUTO`,
         :data:`TUNE_AUTO_CENTRED` when ``whitening`` is a centred one, else
-        :data:`TUNE_AUTO_COMPILED` for the ``compiled`` sampler; a retry's own
-        ``attempt.tune`` when it has one)."""
-        if attempt is not None and attempt.tune is not None:
-            self.tune_ = int(attempt.tune)
-        elif isinstance(self.tune, str):
+        :data:`TUNE_AUTO_COMPILED` for the ``compiled`` sampler)."""
+        if isinstance(self.tune, str):
             if isinstance(whitening, CentredWhitening):
                 self.tune_ = TUNE_AUTO_CENTRED
             else:
@@ -620,12 +580,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         _check_open_unit(self.target_accept, "target_accept")
         if self.retry_target_accept is not None:
             _check_open_unit(self.retry_target_accept, "retry_target_accept", "None or ")
-        for name in ("retry_draws", "retry_tune"):
-            rd = getattr(self, name)
-            if not (rd is None or (isinstance(rd, str) and rd == "auto")) and (
-                isinstance(rd, bool) or not isinstance(rd, int | np.integer) or rd < 1
-            ):
-                raise ValueError(f"{name} must be a positive integer, 'auto' or None; got {rd!r}")
+        rd = self.retry_draws
+        if not (rd is None or (isinstance(rd, str) and rd == "auto")) and (
+            isinstance(rd, bool) or not isinstance(rd, int | np.integer) or rd < 1
+        ):
+            raise ValueError(f"retry_draws must be a positive integer, 'auto' or None; got {rd!r}")
         if not isinstance(self.progressbar, bool | np.bool_):
             raise ValueError(f"progressbar must be True or False; got {self.progressbar!r}")
         check_positive_int(self.draws, "draws")
@@ -865,14 +824,13 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         config = json.loads(attrs["bayescal_config"])
         if config["class"] != cls.__name__:
             raise ValueError(f"it holds a {config['class']}, not a {cls.__name__}")
-        params = {**cls._fit_only_defaults, **config["params"]}
-        missing = sorted(set(cls().get_params()) - set(params))
+        missing = sorted(set(cls().get_params()) - set(config["params"]))
         if missing:  # e.g. a generative posterior written before prior= existed
             raise ValueError(f"its configuration lacks the parameters {missing} of this "
                              f"release's {cls.__name__}: it was written by an older bayescal; "
                              "fit and save it again")
         out = {}
-        for key, v in params.items():
+        for key, v in config["params"].items():
             codec = PARAM_CODECS.get((cls.__name__, key))
             if isinstance(v, dict) and codec is not None:
                 v = codec.decode(v)
@@ -1072,17 +1030,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         for a posterior that mixes slowly, such as the scales' posterior with
         a class absent from the labels. The new posterior is checked as the
         first. ``None``: never. Each remedy is used once at most, so a fit
-        samples at most four times (smaller steps, a longer warm-up, then
-        longer chains).
-    retry_tune : int, "auto" or None, default="auto"
-        When divergent transitions remain after the retry at
-        ``retry_target_accept`` (or that retry is off), the posterior is
-        sampled again after this many warm-up steps per chain, if that is more
-        (``"auto"``: twice the failed try's ``tune_``): a longer adaptation of
-        the step size and the mass matrix. The new posterior is checked as
-        the first. ``None``: never. On the seventeen real-data fits that failed
-        at the defaults, 1000 warm-up steps instead of 500 made four clean
-        (docs/benchmarks.md, *The whole real-data grid at the current default*).
+        samples at most three times (smaller steps, then longer chains).
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
@@ -1162,7 +1110,6 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         target_accept: float = 0.95,
         retry_target_accept: float | None = 0.999,
         retry_draws: int | str | None = "auto",
-        retry_tune: int | str | None = "auto",
         classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
@@ -1188,7 +1135,6 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.target_accept = target_accept
         self.retry_target_accept = retry_target_accept
         self.retry_draws = retry_draws
-        self.retry_tune = retry_tune
         self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
@@ -1390,7 +1336,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     # -- fitting ----------------------------------------------------------
     def _sample(self, model: Any, var_names: list[str], attempt: _Attempt,
                 reuse_key: tuple | None = None) -> Any:
-        tune = self._resolve_tune(self._reused.get("whitening"), attempt=attempt)
+        tune = self._resolve_tune(self._reused.get("whitening"))
         return sample_model(model, sampler=self.sampler_, draws=attempt.draws, tune=tune,
                             chains=self.chains, random_seed=self.random_seed,
                             var_names=var_names, target_accept=attempt.target_accept,
@@ -1473,8 +1419,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             raise self._too_large(k, coefs, MAX_CONDITIONAL_COEFS, why)
         if self.sampler_ == "jax":
             groups = sample_compiled(x, y, prior, whiten, draws=attempt.draws,
-                                     tune=self._resolve_tune(whiten, compiled=True,
-                                                             attempt=attempt),
+                                     tune=self._resolve_tune(whiten, compiled=True),
                                      chains=self.chains,
                                      random_seed=self.random_seed,
                                      target_accept=attempt.target_accept)
@@ -1689,8 +1634,6 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         estimator's ``target_accept`` of 0.8).
     retry_draws : int, "auto" or None, default="auto"
         As in :class:`BayesianDirichletCalibrator`.
-    retry_tune : int, "auto" or None, default="auto"
-        As in :class:`BayesianDirichletCalibrator`.
     rhat_max, ess_min, max_divergences, on_failure
         Convergence checks, as in :class:`BayesianDirichletCalibrator`.
     log_likelihood : bool, default=True
@@ -1755,7 +1698,6 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         target_accept: float = 0.8,
         retry_target_accept: float | None = 0.95,
         retry_draws: int | str | None = "auto",
-        retry_tune: int | str | None = "auto",
         classes: ArrayLike | None = None,
         progressbar: bool = True,
         rhat_max: float = 1.01,
@@ -1778,7 +1720,6 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
         self.target_accept = target_accept
         self.retry_target_accept = retry_target_accept
         self.retry_draws = retry_draws
-        self.retry_tune = retry_tune
         self.classes = classes
         self.progressbar = progressbar
         self.rhat_max = rhat_max
@@ -1866,8 +1807,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
             alpha = np.exp(u + np.einsum("jab,cdjb->cdja", L, z))
         elif self.sampler_ == "jax":
             groups = sample_compiled_dirgen(counts, S, prior, (u, L), draws=attempt.draws,
-                                            tune=self._resolve_tune(attempt=attempt),
-                                            chains=self.chains,
+                                            tune=self._resolve_tune(), chains=self.chains,
                                             random_seed=self.random_seed,
                                             target_accept=attempt.target_accept)
             idata = _compat.from_dict(groups, dims={"alpha": ["class_out", "class_in"]},
@@ -1880,7 +1820,7 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
                 model,
                 sampler=self.sampler_,
                 draws=attempt.draws,
-                tune=self._resolve_tune(attempt=attempt),
+                tune=self._resolve_tune(),
                 chains=self.chains,
                 random_seed=self.random_seed,
                 var_names=["alpha"],
