@@ -1,6 +1,7 @@
 """Refit the failing fits of a ``bench_bayes.py --checks realdata`` run with other settings.
 
-The same subsamples and seeds as the run; one JSON line per fit (resumes)::
+The same subsamples and seeds as the run; one JSON line per fit, with each try's
+``target_accept`` and divergences (resumes)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/refit_failing.py \\
         docs/bench/realdata_default_2026-12-06.jsonl '{"tune": 1000}' out.jsonl [sampler]
@@ -34,6 +35,9 @@ def main(argv: list[str]) -> None:
                    "seconds": round(dt, 1), "passed": bool(dg["passed"]),
                    "divergences": dg["divergences"], "r_hat_max": dg["r_hat_max"],
                    "ess_bulk_min": dg["ess_bulk_min"],
+                   "attempts": [{k: a[k] for k in ("target_accept", "tune", "divergences",
+                                                   "passed") if k in a}
+                                for a in dg.get("attempts", [])],
                    "bayes_mean": bb._log_loss(d, est.predict_proba(d["p_test"])),
                    "before": r["bayes_mean"]}
             with out.open("a") as f:
