@@ -178,6 +178,13 @@ def col_sum(z: Array) -> Array:
     return np.ones(z.shape[0], dtype=z.dtype) @ z
 
 
+def row_log_loss(z: Array, y: NDArray[np.intp]) -> Array:
+    """Per-row log-loss ``-ln softmax(z_n)[y_n]`` of logits ``z`` (overwritten)."""
+    z -= row_max(z)[:, None]
+    zy = z[np.arange(len(y)), y]
+    return np.log(row_sum(np.exp(z, out=z))) - zy
+
+
 # ---------------------------------------------------------------------------
 # Penalty
 # ---------------------------------------------------------------------------
@@ -848,10 +855,8 @@ class _Problem:
         # with x~ = [x, 1]: H~ = blockdiag_a(X~' diag(w p_a) X~) - sum_n w_n z_n z_n',
         # z_n = p_n (kron) x~_n.
         D = k + 1
-        xt, xx = self._augmented()
-        low = np.dtype(dtype) != np.float64
-        if low:
-            xt, xx = self._augmented_low(dtype)
+        xt, xx = (self._augmented() if np.dtype(dtype) == np.float64
+                  else self._augmented_low(dtype))
         Ht = np.zeros((k * D, k * D))
         chunk = max(1, _CHUNK_ELEMENTS // (k * D))
         Pr = (P * np.sqrt(sw)[:, None]).astype(dtype, copy=False)
@@ -1443,6 +1448,4 @@ def multinomial_log_loss(
     y = check_labels(y, n_samples=n, n_classes=k)
     sw = check_sample_weight(sample_weight, n_samples=n)
     z = x @ np.asarray(W, dtype=np.float64).T + np.asarray(b, dtype=np.float64)
-    z -= row_max(z)[:, None]
-    nll = np.log(row_sum(np.exp(z))) - z[np.arange(n), y]
-    return float(sw @ nll / sw.sum())
+    return float(sw @ row_log_loss(z, y) / sw.sum())

@@ -96,8 +96,7 @@ from bayescal.optimize import (
     dense_hessian,
     fit_multinomial,
     make_penalty,
-    row_max,
-    row_sum,
+    row_log_loss,
 )
 
 __all__ = [
@@ -400,7 +399,7 @@ def path_candidates(strengths: dict[str, float], structure: str
         out.append({g: (v * m if g in groups else 0.0) for g, v in strengths.items()})
         factors.append(1.0)
     for c in TIED_STRENGTHS:
-        out.append({g: (c if g in groups else 0.0) for g in _GROUPS})
+        out.append(_tied(c, groups))
         factors.append(TIED_SE_FACTOR)
     return out, factors
 
@@ -439,9 +438,7 @@ def _path_check(
 
 def _heldout_loss(x: Array, y: NDArray[np.intp], W: Array, b: Array, structure: str) -> Array:
     """Per-row log-loss of ``softmax(W x + b)`` (``W`` diagonal: its diagonal times ``x``)."""
-    z = x * np.diag(W) + b if structure == "diagonal" else x @ W.T + b
-    z -= row_max(z)[:, None]
-    return np.log(row_sum(np.exp(z))) - z[np.arange(len(y)), y]
+    return row_log_loss(x * np.diag(W) + b if structure == "diagonal" else x @ W.T + b, y)
 
 
 def _holdout_path(
@@ -481,9 +478,9 @@ def _holdout_path(
             "se_factor": np.ones(len(strengths))}, fits
 
 
-def _tied(c: float, masks: dict[str, Any]) -> dict[str, float]:
-    """Every group of the structure at strength ``c`` (0 for a group it lacks)."""
-    return {g: (c if g in masks else 0.0) for g in _GROUPS}
+def _tied(c: float, groups: Any) -> dict[str, float]:
+    """Every group in ``groups`` at strength ``c``, the others at 0 (the structure lacks them)."""
+    return {g: (c if g in groups else 0.0) for g in _GROUPS}
 
 
 def _fit_holdout(
