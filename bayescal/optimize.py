@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import ConvergenceWarning
 
@@ -574,9 +575,10 @@ class _Problem:
         if not hasattr(self, "_lab"):
             k = self.k
             swx = self.x * self.sw[:, None]
-            onehot = np.zeros((self.n, k))
-            onehot[self.rows, self.y] = 1.0
-            self._lab = (swx, np.concatenate([(onehot.T @ swx).ravel(),
+            # the class sums of w o x: a sparse one-hot product, O(n k) (a dense one is O(n k^2))
+            onehot = scipy.sparse.csr_array((np.ones(self.n), (self.y, self.rows)),
+                                            shape=(k, self.n))
+            self._lab = (swx, np.concatenate([(onehot @ swx).ravel(),
                                               np.bincount(self.y, self.sw, minlength=k)]))
         return self._lab
 
@@ -589,12 +591,18 @@ class _Problem:
             return np.concatenate([np.einsum("na,na->a", R, x), col_sum(R)])
         return np.array([np.einsum("na,na->", R, x)])
 
-    def _augmented(self) -> tuple[Array, Array | None]:
-        """``x~ = [x, 1]`` and, when it fits in memory, the row-wise ``x~ (kron) x~``."""
+    def _augmented(self, products: bool = False) -> tuple[Array, Array | None]:
+        """``x~ = [x, 1]`` and, with ``products`` and when it fits in memory, the
+        row-wise ``x~ (kron) x~`` (dense Hessians only: ``n (k+1)^2`` numbers).
+
+        Both cached; without ``products`` the second is None.
+        """
         if not hasattr(self, "_xt"):
-            n, k = self.x.shape
-            self._xt = np.concatenate([self.x, np.ones((n, 1))], axis=1)
-            D = k + 1
+            self._xt = np.concatenate([self.x, np.ones((self.n, 1))], axis=1)
+        if not products:
+            return self._xt, None
+        if not hasattr(self, "_xx"):
+            n, D = self._xt.shape
             self._xx = (
                 np.einsum("ni,nl->nil", self._xt, self._xt).reshape(n, D * D)
                 if n * D * D <= _XX_MAX_ELEMENTS else None
@@ -602,10 +610,10 @@ class _Problem:
         return self._xt, self._xx
 
     def _augmented_low(self, dtype: Any) -> tuple[Array, Array | None]:
-        """:meth:`_augmented` in ``dtype`` (converted once per problem)."""
+        """:meth:`_augmented` with its products, in ``dtype`` (converted once per problem)."""
         key = np.dtype(dtype).name
         if getattr(self, "_aug_low", (None,))[0] != key:
-            xt, xx = self._augmented()
+            xt, xx = self._augmented(products=True)
             self._aug_low = (key, xt.astype(dtype),
                              None if xx is None else xx.astype(dtype))
         return self._aug_low[1], self._aug_low[2]
@@ -785,9 +793,11 @@ class _Problem:
         return block
 
     def _fingerprint(self) -> tuple[Any, ...]:
-        """Identifies the data (``x``, ``y``, weights) of a reused preconditioner."""
-        return (self.x.shape, zlib.crc32(np.ascontiguousarray(self.x)),
-                zlib.crc32(np.ascontiguousarray(self.y)), zlib.crc32(self.sw))
+        """Identifies the data (``x``, ``y``, weights) of a reused preconditioner (cached)."""
+        if not hasattr(self, "_fp"):
+            self._fp = (self.x.shape, zlib.crc32(np.ascontiguousarray(self.x)),
+                        zlib.crc32(np.ascontiguousarray(self.y)), zlib.crc32(self.sw))
+        return self._fp
 
     def _likelihood_blocks(self, st: _State, dtype: Any = np.float64, stride: int = 1) -> Array:
         """``X~' diag(w p_a (1 - p_a)) X~`` for every class ``a``: ``(k, k+1, k+1)``.
@@ -904,7 +914,7 @@ class _Problem:
         # with x~ = [x, 1]: H~ = blockdiag_a(X~' diag(w p_a) X~) - sum_n w_n z_n z_n',
         # z_n = p_n (kron) x~_n.
         D = k + 1
-        xt, xx = (self._augmented() if np.dtype(dtype) == np.float64
+        xt, xx = (self._augmented(products=True) if np.dtype(dtype) == np.float64
                   else self._augmented_low(dtype))
         Ht = np.zeros((k * D, k * D))
         chunk = max(1, _CHUNK_ELEMENTS // (k * D))
