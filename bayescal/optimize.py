@@ -134,9 +134,6 @@ FLOAT32_HESSIAN_MIN_PARAMS = 50
 #: beyond, which it rebuilds every ``PRECOND_REFRESH`` iterations.
 BLOCK_PRECOND_MAX_K = 200
 PRECOND_REFRESH = 3
-#: The block preconditioner's likelihood blocks read about this many rows per
-#: block dimension ``k + 1`` (every ``r``-th row; all rows when ``n`` is smaller).
-PRECOND_ROWS_PER_DIM = 12
 
 #: Newton-CG's inner solve stops once its residual norm is below this fraction
 #: of the fit's ``tol`` (:func:`_cg_direction`).
@@ -652,13 +649,21 @@ class _Problem:
             PU = st.P * U
             T = (PU - st.P * row_sum(PU)[:, None]) * self.sw[:, None]
             return self._pullback(T) + self.pen_diag * v
+        # The likelihood's Hessian is zero on the softmax's invariant directions
+        # (1 u' added to [W, b]) and maps into their complement: the direction
+        # and the product are projected onto it, so that neither a large
+        # invariant part of v nor rounding (float32) leaks across. The
+        # preconditioner divides by the penalty there, which at weak strengths
+        # magnifies any leak (without: L2's grid stalled at 1e-7, k = 40).
         x, P, sw = self._as_dtype(st, dtype)
-        U = x @ v[: k * k].reshape(k, k).T.astype(dtype, copy=False)  # J v = logits(v)
-        U += v[k * k:].astype(dtype, copy=False)
+        R = _off_invariant(v, k)
+        U = x @ R[:, :k].T.astype(dtype, copy=False)  # J v = logits(v)
+        U += R[:, k].astype(dtype, copy=False)
         PU = P * U
         T = (PU - P * row_sum(PU)[:, None]) * sw
-        out = np.concatenate([(T.T @ x).ravel(), col_sum(T)])
-        return out.astype(np.float64, copy=False) + self.pen_diag * v
+        L = _off_invariant(np.concatenate([T.T @ x, col_sum(T)[:, None]], axis=1)
+                           .astype(np.float64, copy=False), k)
+        return np.concatenate([L[:, :k].ravel(), L[:, k]]) + self.pen_diag * v
 
     def _as_dtype(self, st: _State, dtype: Any) -> tuple[Array, Array, Array]:
         """``x``, ``P`` and the weights column ``(n, 1)`` in ``dtype``, converted once."""
@@ -683,10 +688,12 @@ class _Problem:
         blocks: one ``(k+1) x (k+1)`` block per class (its row of ``W`` and
         its intercept), which drops only the coupling between classes. Up to
         :data:`BLOCK_PRECOND_MAX_K` classes the likelihood's blocks
-        ``X~' diag(w p_a (1 - p_a)) X~`` are formed in float32 from every
-        ``r``-th row (:meth:`_precond_stride`; ``O(n k^3 / r)``: they only
-        steer CG), the penalty added and each block's Cholesky factor
-        inverted (:func:`_block_inverse_roots`). Given a ``reuse`` dict, the
+        ``X~' diag(w p_a (1 - p_a)) X~`` are formed (in float32: they only
+        steer CG; ``O(n k^3)``), the penalty added and each block's Cholesky
+        factor inverted (:func:`_block_inverse_roots`). (Blocks summed over
+        every r-th row were tried: a fifth less time at k = 100 on the
+        CIFAR-100 outputs, but with a weak penalty a class's few informative
+        rows go missing and CG fails: docs/benchmarks.md, *Scale*.) Given a ``reuse`` dict, the
         likelihood's blocks are kept in it and reused by later calls on the
         same data (warm-started fits along a path of strengths, whose
         probabilities barely move); only the ``O(k^4)`` factorisations are
@@ -703,7 +710,7 @@ class _Problem:
             if reuse is not None and reuse.get("key") == key:
                 blocks = reuse["blocks"]
             if blocks is None:
-                blocks = self._likelihood_blocks(st, np.float32, self._precond_stride())
+                blocks = self._likelihood_blocks(st, np.float32)
                 if reuse is not None:
                     reuse.update(key=key, blocks=blocks)
             pen = self._block_penalty()
@@ -748,7 +755,7 @@ class _Problem:
         direction is flat and the gradient has no part in it, so nothing is
         added. Symmetric and positive (semi-)definite, as CG needs. Over 16
         fits at k = 100-150 (CIFAR-100 outputs and synthetic scores, four
-        strengths each) CG needed 335 Hessian-vector products against 495 with
+        strengths each) CG needed 335 Hessian-vector products against 494 with
         block Jacobi alone (docs/benchmarks.md, *Scale*).
         """
         k = self.k
@@ -762,11 +769,6 @@ class _Problem:
             return np.concatenate([Z[:, :k].ravel(), Z[:, k]])
 
         return apply
-
-    def _precond_stride(self) -> int:
-        """Every how many rows the block preconditioner reads: keeps about
-        :data:`PRECOND_ROWS_PER_DIM` ``(k + 1)`` rows (every row below)."""
-        return max(1, self.n // (PRECOND_ROWS_PER_DIM * (self.k + 1)))
 
     def _diagonal_block_preconditioner(self, st: _State) -> Any:
         """Diagonal ``W``: the exact 2 x 2 Hessian block of each ``(W_aa, b_a)``, inverted.
@@ -799,20 +801,11 @@ class _Problem:
                         zlib.crc32(np.ascontiguousarray(self.y)), zlib.crc32(self.sw))
         return self._fp
 
-    def _likelihood_blocks(self, st: _State, dtype: Any = np.float64, stride: int = 1) -> Array:
-        """``X~' diag(w p_a (1 - p_a)) X~`` for every class ``a``: ``(k, k+1, k+1)``.
-
-        ``stride > 1`` sums every ``stride``-th row only, its weights scaled up
-        to the same total (an estimate, for the preconditioner).
-        """
+    def _likelihood_blocks(self, st: _State, dtype: Any = np.float64) -> Array:
+        """``X~' diag(w p_a (1 - p_a)) X~`` for every class ``a``: ``(k, k+1, k+1)``."""
         xt, _ = self._augmented()
-        rows = slice(None, None, stride)
-        sw = self.sw[rows]
-        if stride > 1:
-            sw = sw * (self.sw.sum() / max(float(sw.sum()), 1e-300))
-        xt = xt[rows].astype(dtype, copy=False)
-        P = st.P[rows]
-        root = np.sqrt(P * (1.0 - P) * sw[:, None]).astype(dtype)
+        xt = xt.astype(dtype, copy=False)
+        root = np.sqrt(st.P * (1.0 - st.P) * self.sw[:, None]).astype(dtype)
         out = np.empty((self.k, self.k + 1, self.k + 1), dtype=dtype)
         for a in range(self.k):
             Xa = xt * root[:, a:a + 1]
@@ -1104,6 +1097,13 @@ def _logdet_pd(H: Array) -> float:
     except np.linalg.LinAlgError as exc:
         raise ValueError("the Hessian at the mode is not positive definite") from exc
     return float(2.0 * np.sum(np.log(np.diagonal(c, axis1=-2, axis2=-1))))
+
+
+def _off_invariant(r: Array, k: int) -> Array:
+    """A full ``W``'s ``[W, b]`` (packed ``r``, or the ``k x (k+1)`` matrix) less its
+    column means: its part off the softmax's invariant directions ``1 u'``, ``k x (k+1)``."""
+    R = r if r.ndim == 2 else np.concatenate([r[: k * k].reshape(k, k), r[k * k:, None]], axis=1)
+    return R - R.mean(axis=0)
 
 
 def _block_inverse_roots(B: Array) -> Array:
