@@ -60,7 +60,7 @@ and the final map is fitted on all the rows at that strength. With
 ``alternatives`` (another probability floor), each is fitted on the same
 split at the chosen strength and the features with the lowest held-out loss
 are kept. On the CIFAR-100 outputs of ``../shared/data/dnn`` (``n = 5000``)
-this takes 1.0-1.3 CPU s against 7.6-8.4 s for the two steps, and its test
+this takes 0.7-0.9 CPU s against 7.6-8.4 s for the two steps, and its test
 log-loss is lower (docs/benchmarks.md, *Scale*). No evidence is computed
 (``log_evidence`` is None).
 

@@ -84,9 +84,9 @@ class DirichletCalibrator(FamilyCalibratorMixin):
     * ``reg="l2"`` (the paper's): :math:`\frac{\lambda}{k(k+1)}(\sum_{ij}(W_{ij}-C_{ij})^2 +
       \sum_j b_j^2)` with ``C = 0`` or ``I`` (``center``). With ``"auto"``
       strengths the paper's penalties search a grid (36 points for ODIR, 11
-      for L2) over ``cv`` folds, every point a full-``W`` fit: 95 CPU s (L2)
-      and 197 s (ODIR) at ``k = 100``, ``n = 5000``, and out of reach at
-      ``k = 1000`` (each pass
+      for L2) over ``cv`` folds, every point a full-``W`` fit: 21 CPU s (L2)
+      and 84 s (ODIR) at ``k = 100``, ``n = 5000`` (docs/benchmarks.md,
+      *Scale*), and out of reach at ``k = 1000`` (each pass
       over ``n = 25000`` rows is two ``n x k x k`` products, seconds; the
       grid needs thousands); use the default there;
     * ``reg="none"``: the plain maximum-likelihood fit.
