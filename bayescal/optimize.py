@@ -44,8 +44,10 @@ identity map (``W = I``, ``b = 0``) with a backtracking (Armijo) line search:
 * ``solver="newton-cg"``: truncated Newton with exact Hessian-vector products
   (two ``n x k`` by ``k x k`` products each) and a preconditioned
   conjugate-gradient inner solve (block Jacobi, one ``(k+1) x (k+1)`` block
-  per class: exact up to ``k = 200``, Kronecker-factored beyond), stopped by the
-  Eisenstat-Walker forcing rule; memory ``O(nk + k^2)`` plus ``O(k^3)`` for
+  per class: exact up to ``k = 200``, Kronecker-factored beyond; plus the
+  exact inverse on the softmax's ``k + 1`` invariant directions, where only
+  the penalty acts), stopped by the Eisenstat-Walker forcing rule or once the
+  residual is below half of ``tol``; memory ``O(nk + k^2)`` plus ``O(k^3)`` for
   the block preconditioner. Used for large ``k`` (``k = 1000`` with
   ``n = 10000`` needs about 400 MB beyond the data, but each
   Hessian-vector product then costs seconds).
@@ -684,16 +686,17 @@ class _Problem:
         probabilities unchanged, so on these directions the Hessian is the
         penalty's alone; at a weak penalty they carry its smallest
         eigenvalues, which block Jacobi mistakes for the classes' curvature.
-        Their exact inverse is added to the blocks' (:meth:`_add_invariant_directions`). The
-        blocks: one ``(k+1) x (k+1)`` block per class (its row of ``W`` and
-        its intercept), which drops only the coupling between classes. Up to
-        :data:`BLOCK_PRECOND_MAX_K` classes the likelihood's blocks
-        ``X~' diag(w p_a (1 - p_a)) X~`` are formed (in float32: they only
-        steer CG; ``O(n k^3)``), the penalty added and each block's Cholesky
-        factor inverted (:func:`_block_inverse_roots`). (Blocks summed over
-        every r-th row were tried: a fifth less time at k = 100 on the
-        CIFAR-100 outputs, but with a weak penalty a class's few informative
-        rows go missing and CG fails: docs/benchmarks.md, *Scale*.) Given a ``reuse`` dict, the
+        Their exact inverse is added to the blocks'
+        (:meth:`_add_invariant_directions`). The blocks: one ``(k+1) x (k+1)``
+        block per class (its row of ``W`` and its intercept), which drops only
+        the coupling between classes. Up to :data:`BLOCK_PRECOND_MAX_K`
+        classes the likelihood's blocks ``X~' diag(w p_a (1 - p_a)) X~`` are
+        formed (in float32: they only steer CG; ``O(n k^3)``), the penalty
+        added and each block's Cholesky factor inverted
+        (:func:`_block_inverse_roots`). (Blocks summed over every r-th row
+        were tried: a fifth less time at k = 100 on the CIFAR-100 outputs, but
+        with a weak penalty a class's few informative rows go missing and CG
+        fails: docs/benchmarks.md, *Scale*.) Given a ``reuse`` dict, the
         likelihood's blocks are kept in it and reused by later calls on the
         same data (warm-started fits along a path of strengths, whose
         probabilities barely move); only the ``O(k^4)`` factorisations are
@@ -755,8 +758,9 @@ class _Problem:
         direction is flat and the gradient has no part in it, so nothing is
         added. Symmetric and positive (semi-)definite, as CG needs. Over 16
         fits at k = 100-150 (CIFAR-100 outputs and synthetic scores, four
-        strengths each) CG needed 335 Hessian-vector products against 494 with
-        block Jacobi alone (docs/benchmarks.md, *Scale*).
+        strengths each) CG needed 312 Hessian-vector products against 452 with
+        block Jacobi alone; along L2's grid to 1e-7 at k = 40, 1460 against
+        4334 (``benchmarks/precond_hvps.py``; docs/benchmarks.md, *Scale*).
         """
         k = self.k
         lam = self._block_penalty().mean(axis=0)
