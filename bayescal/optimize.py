@@ -154,6 +154,10 @@ _XX_MAX_ELEMENTS = 20_000_000
 _LOOP_MAX_COLUMNS = 32
 #: Up to this many columns a row sum is a BLAS matrix-vector product (:func:`row_sum`).
 _BLAS_ROW_SUM_MAX = 512
+#: Up to this many classes the labels' part of a full ``W``'s gradient is a dense
+#: one-hot product, beyond it a sparse one (n = 5000: 0.05 against 0.08 ms at
+#: k = 10, 0.30 against 0.12 ms at k = 30, 2.4 against 0.25 ms at k = 100).
+_DENSE_ONEHOT_MAX_K = 12
 
 
 def row_max(z: Array) -> Array:
@@ -574,9 +578,14 @@ class _Problem:
         if not hasattr(self, "_lab"):
             k = self.k
             swx = self.x * self.sw[:, None]
-            # the class sums of w o x: a sparse one-hot product, O(n k) (a dense one is O(n k^2))
-            onehot = scipy.sparse.csr_array((np.ones(self.n), (self.y, self.rows)),
-                                            shape=(k, self.n))
+            # the class sums of w o x: a one-hot product, sparse (O(n k)) beyond a few
+            # classes, dense (O(n k^2), no sparse set-up) below
+            if k > _DENSE_ONEHOT_MAX_K:
+                onehot = scipy.sparse.csr_array((np.ones(self.n), (self.y, self.rows)),
+                                                shape=(k, self.n))
+            else:
+                onehot = np.zeros((k, self.n))
+                onehot[self.y, self.rows] = 1.0
             self._lab = (swx, np.concatenate([(onehot @ swx).ravel(),
                                               np.bincount(self.y, self.sw, minlength=k)]))
         return self._lab
