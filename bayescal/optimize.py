@@ -667,14 +667,14 @@ class _Problem:
         # preconditioner divides by the penalty there, which at weak strengths
         # magnifies any leak (without: L2's grid stalled at 1e-7, k = 40).
         x, P, sw = self._as_dtype(st, dtype)
-        R = _off_invariant(v, k)
+        R = _off_invariant(_rows(v, k))
         U = x @ R[:, :k].T.astype(dtype, copy=False)  # J v = logits(v)
         U += R[:, k].astype(dtype, copy=False)
         PU = P * U
         T = (PU - P * row_sum(PU)[:, None]) * sw
         L = _off_invariant(np.concatenate([T.T @ x, col_sum(T)[:, None]], axis=1)
-                           .astype(np.float64, copy=False), k)
-        return np.concatenate([L[:, :k].ravel(), L[:, k]]) + self.pen_diag * v
+                           .astype(np.float64, copy=False))
+        return _packed(L) + self.pen_diag * v
 
     def _as_dtype(self, st: _State, dtype: Any) -> tuple[Array, Array, Array]:
         """``x``, ``P`` and the weights column ``(n, 1)`` in ``dtype``, converted once."""
@@ -727,7 +727,7 @@ class _Problem:
                     reuse.update(key=key, blocks=blocks)
             pen = self._block_penalty()
             if reuse is not None and reuse.get("inv_key") == (key, pen.tobytes()):
-                F = reuse["inv"]
+                F = reuse["roots"]
             else:
                 B = blocks.astype(np.float64)
                 idx = np.arange(k + 1)
@@ -736,7 +736,7 @@ class _Problem:
                 B[:, idx, idx] += 1e-12 * scale[:, None]  # flat directions of reg="none"
                 F = _block_inverse_roots(B)
                 if reuse is not None:
-                    reuse.update(inv_key=(key, pen.tobytes()), inv=F)
+                    reuse.update(inv_key=(key, pen.tobytes()), roots=F)
             Ft = F.transpose(0, 2, 1)
 
             def block(R: Array) -> Array:
@@ -776,10 +776,10 @@ class _Problem:
         inv_lam = np.divide(1.0, lam, out=np.zeros_like(lam), where=lam > 0)
 
         def apply(r: Array) -> Array:
-            R = np.concatenate([r[: k * k].reshape(k, k), r[k * k:, None]], axis=1)
+            R = _rows(r, k)
             Z = solve(R)
             Z += R.mean(axis=0) * inv_lam
-            return np.concatenate([Z[:, :k].ravel(), Z[:, k]])
+            return _packed(Z)
 
         return apply
 
@@ -827,9 +827,7 @@ class _Problem:
 
     def _block_penalty(self) -> Array:
         """The penalty's Hessian diagonal as ``(k, k+1)``: row ``a`` is ``W[a]`` then ``b[a]``."""
-        k = self.k
-        return np.concatenate([self.pen_diag[: k * k].reshape(k, k),
-                               self.pen_diag[k * k:, None]], axis=1)
+        return _rows(self.pen_diag, self.k)
 
     def kron_factors(self, st: _State) -> tuple[Array, Array, Array]:
         """Kronecker factors of the per-class Hessian blocks (full ``W``).
@@ -884,9 +882,8 @@ class _Problem:
 
     def unpack_blocks(self, values: Array) -> Array:
         """Packed-``theta`` order of per-class values shaped ``(k, D)`` (inverse of the blocks)."""
-        k = self.k
         if self.structure == "full":
-            return np.concatenate([values[:, :k].ravel(), values[:, k]])
+            return _packed(values)
         return np.concatenate([values[:, 0], values[:, 1]])
 
     def hess_dense(self, st: _State, dtype: Any = np.float64) -> Array:
@@ -1112,10 +1109,20 @@ def _logdet_pd(H: Array) -> float:
     return float(2.0 * np.sum(np.log(np.diagonal(c, axis1=-2, axis2=-1))))
 
 
-def _off_invariant(r: Array, k: int) -> Array:
-    """A full ``W``'s ``[W, b]`` (packed ``r``, or the ``k x (k+1)`` matrix) less its
-    column means: its part off the softmax's invariant directions ``1 u'``, ``k x (k+1)``."""
-    R = r if r.ndim == 2 else np.concatenate([r[: k * k].reshape(k, k), r[k * k:, None]], axis=1)
+def _rows(theta: Array, k: int) -> Array:
+    """A full ``W``'s packed ``theta`` as the ``k x (k+1)`` matrix ``[W, b]`` (row ``a``:
+    ``W[a]`` then ``b[a]``); :func:`_packed` is its inverse."""
+    return np.concatenate([theta[: k * k].reshape(k, k), theta[k * k:, None]], axis=1)
+
+
+def _packed(R: Array) -> Array:
+    """The ``k x (k+1)`` matrix ``[W, b]`` as a full ``W``'s packed ``theta``."""
+    return np.concatenate([R[:, :-1].ravel(), R[:, -1]])
+
+
+def _off_invariant(R: Array) -> Array:
+    """``[W, b]`` (``k x (k+1)``) less its column means: its part off the softmax's
+    invariant directions ``1 u'``."""
     return R - R.mean(axis=0)
 
 

@@ -107,13 +107,7 @@ def l2_grid() -> int:
 
 def _alone(prob: optimize._Problem, solve):  # noqa: ANN001, ANN202 -- the block solve only
     k = prob.k
-
-    def apply(r: np.ndarray) -> np.ndarray:
-        R = np.concatenate([r[: k * k].reshape(k, k), r[k * k:, None]], axis=1)
-        Z = solve(R)
-        return np.concatenate([Z[:, :k].ravel(), Z[:, k]])
-
-    return apply
+    return lambda r: optimize._packed(solve(optimize._rows(r, k)))
 
 
 if __name__ == "__main__":
