@@ -617,14 +617,23 @@ class _Problem:
             )
         return self._xt, self._xx
 
+    def _cast(self, name: str, dtype: Any, make: Any) -> Any:
+        """``make()`` in ``dtype``, converted once per problem and kept (``None`` stays ``None``).
+
+        The problem's data in a lower precision (float32 products): ``x``,
+        ``x~``, the weights, the row-wise products.
+        """
+        casts = self.__dict__.setdefault("_casts", {})
+        key = (name, np.dtype(dtype).name)
+        if key not in casts:
+            a = make()
+            casts[key] = None if a is None else a.astype(dtype, copy=False)
+        return casts[key]
+
     def _augmented_low(self, dtype: Any) -> tuple[Array, Array | None]:
         """:meth:`_augmented` with its products, in ``dtype`` (converted once per problem)."""
-        key = np.dtype(dtype).name
-        if getattr(self, "_aug_low", (None,))[0] != key:
-            xt, xx = self._augmented(products=True)
-            self._aug_low = (key, xt.astype(dtype),
-                             None if xx is None else xx.astype(dtype))
-        return self._aug_low[1], self._aug_low[2]
+        return (self._cast("xt", dtype, lambda: self._augmented()[0]),
+                self._cast("xx", dtype, lambda: self._augmented(products=True)[1]))
 
     # -- second order ------------------------------------------------------
     def hessp(self, st: _State, v: Array, dtype: Any = np.float64) -> Array:
@@ -683,9 +692,8 @@ class _Problem:
         key = np.dtype(dtype).name
         if st.cache.get("P_dtype") != key:
             st.cache.update(P_dtype=key, P_low=st.P.astype(dtype))
-        if getattr(self, "_low", (None,))[0] != key:
-            self._low = (key, self.x.astype(dtype), self.sw.astype(dtype)[:, None])
-        return self._low[1], st.cache["P_low"], self._low[2]
+        return (self._cast("x", dtype, lambda: self.x), st.cache["P_low"],
+                self._cast("sw", dtype, lambda: self.sw[:, None]))
 
     def preconditioner(self, st: _State, reuse: dict[str, Any] | None = None) -> Any:
         """Approximate inverse Hessian for CG.
@@ -816,8 +824,8 @@ class _Problem:
 
     def _likelihood_blocks(self, st: _State, dtype: Any = np.float64) -> Array:
         """``X~' diag(w p_a (1 - p_a)) X~`` for every class ``a``: ``(k, k+1, k+1)``."""
-        xt, _ = self._augmented()
-        xt = xt.astype(dtype, copy=False)
+        xt = (self._augmented()[0] if np.dtype(dtype) == np.float64
+              else self._cast("xt", dtype, lambda: self._augmented()[0]))
         root = np.sqrt(st.P * (1.0 - st.P) * self.sw[:, None]).astype(dtype)
         out = np.empty((self.k, self.k + 1, self.k + 1), dtype=dtype)
         for a in range(self.k):
