@@ -300,13 +300,33 @@ def _fit_default(q, y, sampler: str, seed: int, params: dict | None = None):
     """
     from bayescal.bayes import BayesianDirichletCalibrator
 
+    params = dict(params or {})
+    cls = BayesianDirichletCalibrator
+    if "log_tau_prior" in params:  # a prior the estimator does not offer (eb_prior.py)
+        cls = _log_normal_tau(tuple(params.pop("log_tau_prior")))
     t0 = time.perf_counter()
-    est = BayesianDirichletCalibrator(sampler=sampler, random_seed=seed, progressbar=False,
-                                      on_failure="warn", **(params or {}))
+    est = cls(sampler=sampler, random_seed=seed, progressbar=False, on_failure="warn", **params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the diagnostics are recorded, not warned
         est.fit(q, y)
     return est, time.perf_counter() - t0
+
+
+def _log_normal_tau(log_tau: tuple[float, float]) -> type:
+    """The default estimator with the log-normal hyperprior ``ln tau ~ N(m, sd^2)`` on every
+    group (:class:`bayescal.bayes.hierarchical.StructuredPrior`'s ``log_tau``) in place of
+    ``HalfNormal(tau_scale)``: the empirical-Bayes candidate of ``benchmarks/eb_prior.py``,
+    tried and not adopted (docs/benchmarks.md, *An empirical-Bayes hyperprior*)."""
+    from dataclasses import replace
+
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    class LogNormalTau(BayesianDirichletCalibrator):
+        def _structured_prior(self):
+            prior = super()._structured_prior()
+            return replace(prior, log_tau=log_tau) if prior.kind == "hierarchical" else prior
+
+    return LogNormalTau
 
 
 #: Posterior draws kept for the SBC ranks (thinned evenly from all draws).
@@ -877,7 +897,7 @@ def to_markdown(res: dict) -> str:
 
 
 def bench_coverage_real(out: Path, scores_dir: Path, sizes, reps=1, n_test=500, hdi=0.9,
-                        sampler="auto", datasets=None, params=None):
+                        sampler="auto", datasets=None, params=None, run_only=None):
     """Coverage of ``credible_interval(hdi_prob)`` on realistic truths (issue: held-out claims).
 
     Every case of the real-data grid (:func:`real_cases`, every ``k <= 10``)
@@ -897,6 +917,8 @@ def bench_coverage_real(out: Path, scores_dir: Path, sizes, reps=1, n_test=500, 
 
     done = _done(out)
     for ci, case in enumerate(real_cases(scores_dir, datasets)):
+        if run_only is not None and case.split("__")[0] not in run_only:
+            continue
         d = _load_case(scores_dir / f"{case}.npz")
         truth = None
         for n in sizes:
@@ -932,7 +954,8 @@ def _run_check(name: str, path: Path, args, sizes) -> None:
         bench_coverage_real(path, args.scores, sizes or [30, 100, 300, 1000], args.reps or 1,
                             sampler=args.sampler,
                             datasets=args.datasets and args.datasets.split(","),
-                            params=args.params)
+                            params=args.params,
+                            run_only=args.run_only and args.run_only.split(","))
     elif name == "realdata":
         bench_realdata(path, args.scores, sizes or [30, 100, 300], sampler=args.sampler,
                        datasets=args.datasets and args.datasets.split(","), params=args.params)
@@ -985,6 +1008,9 @@ def main(argv=None):
                          "default for timing")
     ap.add_argument("--datasets", default=None,
                     help="realdata: comma-separated datasets of the grid to run (default: all)")
+    ap.add_argument("--run-only", default=None,
+                    help="coverage_real: run only these datasets of --datasets' list (the "
+                         "same draws as the whole run)")
     ap.add_argument("--scores", type=Path, default=Path("results/quality/scores"),
                     help="cached classifier scores of bench_quality.py (realdata)")
     ap.add_argument("--params", type=json.loads, default=None,

@@ -376,8 +376,9 @@ def test_cli_refuses_to_save_a_non_converged_posterior(files: Path, capsys) -> N
 
 
 def test_cli_evaluate_reports_posterior_diagnostics(files: Path, capsys) -> None:
+    # 1000 draws: 500 fell short of the ESS check and a retry compiled a second program
     assert main(["fit", str(files / "train.npz"), "--method", "bayes-generative",
-                 "--param", "draws=500", "--param", "tune=500", "--param", "chains=4",
+                 "--param", "draws=1000", "--param", "tune=500", "--param", "chains=4",
                  "--param", "progressbar=false", "--param", "random_seed=0",
                  "-o", str(files / "g.json")]) == 0
     capsys.readouterr()

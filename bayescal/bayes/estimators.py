@@ -1377,8 +1377,8 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             theta0 = np.zeros(n_params(prior, k))
             s_ts = fit_temperature_scale(x, y)
             theta0[0] = (np.log(s_ts) - prior.log_scale_mean) / prior.log_scale_sd
-            theta0[1 : 1 + sum(prior.sampled)] = np.log(
-                [0.5 * h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
+            theta0[1 : 1 + sum(prior.sampled)] = [
+                v for v, on in zip(prior.log_tau_start, prior.sampled, strict=True) if on]
             theta, L, _ = structured_mode(log_posterior(x, y, prior), theta0)
             self._reused["mode"] = (theta, L)
         theta, L = self._reused["mode"]

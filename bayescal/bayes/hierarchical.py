@@ -27,6 +27,7 @@ None of these depends on ``n``. The default (:class:`StructuredPrior`,
     \ln s \sim \mathcal N(m_s, \sigma_s^2),\qquad
     \tau_o, \tau_d, \tau_b \sim \text{HalfNormal}(h),
 
+or, with ``log_tau=(m, sd)``, :math:`\ln\tau_g \sim \mathcal N(m, sd^2)`;
 ``kind="fixed"`` fixes the three ``tau`` (``inf`` strength pins a group at
 the centre: ``tau = 0``), and ``kind="temperature"`` pins all three, which is
 Bayesian temperature scaling.
@@ -82,6 +83,7 @@ then ``w`` of ``b`` (``k - 1``). The log density in these coordinates
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from numbers import Real
 from types import ModuleType
 from typing import Any
 
@@ -134,6 +136,11 @@ class StructuredPrior:
     tau : (float, float, float)
         ``(tau_off, tau_diag, tau_b)`` for ``"fixed"``; ``0`` pins a group at
         the centre. Ignored by the other kinds.
+    log_tau : (float, float) or None
+        ``(m, sd)``: a log-normal hyperprior instead of the half-normal one,
+        :math:`\ln\tau_g \sim \mathcal N(m, sd^2)` for every group
+        (``"hierarchical"``; ``tau_scale`` is then unused). Its density is on
+        :math:`\ln\tau`, the sampled coordinate, so no Jacobian enters.
     """
 
     kind: str = "hierarchical"
@@ -141,6 +148,7 @@ class StructuredPrior:
     log_scale_sd: float = 1.0
     tau_scale: float | tuple[float, float, float] = 0.5
     tau: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    log_tau: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         check_option(self.kind, "kind", KINDS)
@@ -167,6 +175,25 @@ class StructuredPrior:
             if not np.isfinite(check_nonnegative_float(t, f"tau_{name}")):
                 raise ValueError(f"tau_{name} must be finite; got {t!r}")
         object.__setattr__(self, "tau", tuple(float(t) for t in self.tau))
+        if self.log_tau is not None:
+            lt = self.log_tau
+            if not isinstance(lt, tuple | list | np.ndarray) or len(lt) != 2:
+                raise ValueError(f"log_tau must be a pair (mean, sd) of ln tau; got {lt!r}")
+            m = lt[0]
+            if isinstance(m, bool) or not isinstance(m, Real) or not np.isfinite(m):
+                raise ValueError(f"log_tau's mean must be a finite number; got {m!r}")
+            sd = check_nonnegative_float(lt[1], "log_tau's sd", strict=True)
+            object.__setattr__(self, "log_tau", (float(m), sd))
+
+    @property
+    def log_tau_start(self) -> tuple[float, float, float]:
+        """Starting ``ln tau`` of each group for the mode search.
+
+        ``ln(h/2)`` for ``HalfNormal(h)``, the median ``m`` for the log-normal hyperprior.
+        """
+        if self.log_tau is not None:
+            return (self.log_tau[0],) * 3
+        return tuple(float(np.log(0.5 * h)) for h in self.tau_scales)  # type: ignore[return-value]
 
     @property
     def tau_scales(self) -> tuple[float, float, float]:
@@ -201,6 +228,10 @@ class StructuredPrior:
         d["tau"] = list(self.tau)
         if isinstance(self.tau_scale, tuple):
             d["tau_scale"] = list(self.tau_scale)
+        if self.log_tau is None:
+            d.pop("log_tau")  # files written before the option read the same
+        else:
+            d["log_tau"] = list(self.log_tau)
         return {"structured": d}
 
     @classmethod
@@ -209,6 +240,8 @@ class StructuredPrior:
         d["tau"] = tuple(d["tau"])
         if isinstance(d.get("tau_scale"), list):
             d["tau_scale"] = tuple(d["tau_scale"])
+        if isinstance(d.get("log_tau"), list):
+            d["log_tau"] = tuple(d["log_tau"])
         return cls(**d)
 
 
@@ -439,8 +472,17 @@ def structured_map(theta: Any, prior: StructuredPrior, k: int,
 
 
 def _log_hyper(u_s: Any, logtau: list[Any], prior: StructuredPrior, xp: ModuleType) -> Any:
-    """The ``s`` and ``ln tau`` terms shared by both coordinate systems."""
+    """The ``s`` and ``ln tau`` terms shared by both coordinate systems.
+
+    Half-normal hyperprior: ``l - e^{2l}/(2h^2)`` per group (the Jacobian of
+    ``tau = e^l`` included); log-normal: ``-(l - m)^2/(2 sd^2)``.
+    """
     out = -0.5 * u_s**2
+    if prior.log_tau is not None:
+        m, sd = prior.log_tau
+        for lt in logtau:
+            out = out - 0.5 * ((lt - m) / sd) ** 2
+        return out
     scales = [h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on]
     for lt, h in zip(logtau, scales, strict=True):
         out = out + lt - 0.5 * xp.exp(2.0 * lt) / h**2
@@ -598,7 +640,10 @@ def draw_prior(prior: StructuredPrior, k: int, size: int,
     rng = np.random.default_rng(rng)
     theta = rng.standard_normal((size, n_params(prior, k)))
     n_tau = sum(prior.sampled)
-    if n_tau:
+    if n_tau and prior.log_tau is not None:
+        m, sd = prior.log_tau
+        theta[:, 1 : 1 + n_tau] = m + sd * rng.standard_normal((size, n_tau))
+    elif n_tau:
         h = np.array([h for h, on in zip(prior.tau_scales, prior.sampled, strict=True) if on])
         tau = h * np.abs(rng.standard_normal((size, n_tau)))
         theta[:, 1 : 1 + n_tau] = np.log(tau)
