@@ -447,6 +447,7 @@ def test_dask_backend_gives_the_same_results(shared_data, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # the runner's plumbing (14 s); every method has its own tests on both stacks
 def test_quick_suite_runs_every_available_method(shared_data, tmp_path):
     df = reproduce("uci", data_dir=shared_data / "uci", out=tmp_path, quick=True,
                    progress=False)  # fmt: skip
