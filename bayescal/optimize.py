@@ -620,8 +620,9 @@ class _Problem:
     def _cast(self, name: str, dtype: Any, make: Any) -> Any:
         """``make()`` in ``dtype``, converted once per problem and kept (``None`` stays ``None``).
 
-        The problem's data in a lower precision (float32 products): ``x``,
-        ``x~``, the weights, the row-wise products.
+        The problem's data in the precision of a product (float32 for the
+        preconditioner and CG): ``x``, ``x~``, the weights, the row-wise
+        products. In ``make()``'s own dtype it is ``make()`` itself, no copy.
         """
         casts = self.__dict__.setdefault("_casts", {})
         key = (name, np.dtype(dtype).name)
@@ -824,8 +825,7 @@ class _Problem:
 
     def _likelihood_blocks(self, st: _State, dtype: Any = np.float64) -> Array:
         """``X~' diag(w p_a (1 - p_a)) X~`` for every class ``a``: ``(k, k+1, k+1)``."""
-        xt = (self._augmented()[0] if np.dtype(dtype) == np.float64
-              else self._cast("xt", dtype, lambda: self._augmented()[0]))
+        xt = self._cast("xt", dtype, lambda: self._augmented()[0])
         root = np.sqrt(st.P * (1.0 - st.P) * self.sw[:, None]).astype(dtype)
         out = np.empty((self.k, self.k + 1, self.k + 1), dtype=dtype)
         for a in range(self.k):

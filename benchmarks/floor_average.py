@@ -29,13 +29,10 @@ import bench_bayes as bb  # noqa: E402
 
 
 def hdi_cover(draws: np.ndarray, truth: np.ndarray, prob: float = 0.9) -> float:
-    p = np.sort(draws, axis=0)
-    S = p.shape[0]
-    m = min(S, max(1, int(np.ceil(prob * S))))
-    widths = p[m - 1:] - p[: S - m + 1]
-    j = np.argmin(widths, axis=0)
-    lo = np.take_along_axis(p[: S - m + 1], j[None], axis=0)[0]
-    hi = np.take_along_axis(p[m - 1:], j[None], axis=0)[0]
+    """Share of the truth's entries inside the draws' ``prob`` highest-density intervals."""
+    from bayescal.bayes.estimators import hdi_of_draws
+
+    lo, hi = hdi_of_draws(draws, prob)
     return float(((lo <= truth) & (truth <= hi)).mean())
 
 
@@ -68,10 +65,9 @@ def main(argv=None) -> int:
             q, y, _ = make_from_calibrator(truth, d["p_cal"], n, rng=[11, ci, n, r])
             qt, _, pt = make_from_calibrator(truth, d["p_test"], 500, rng=[12, ci, n, r])
             k = q.shape[1]
-            fits = {}
-            for name, eps in (("none", float(np.finfo(float).eps)), ("floor", 1.0 / (k * (n + 1)))):
-                est, dt = bb._fit_default(q, y, "auto", r, {"eps": eps})
-                fits[name] = (est, dt)
+            floors = {"none": float(np.finfo(float).eps), "floor": 1.0 / (k * (n + 1))}
+            fits = {name: bb._fit_default(q, y, "auto", r, {"eps": eps})
+                    for name, eps in floors.items()}
             with warnings.catch_warnings():  # eps="auto" takes the MAP default's floor
                 warnings.simplefilter("ignore")
                 chosen = "floor" if DirichletCalibrator().fit(q, y).eps_ > 1e-12 else "none"
@@ -80,7 +76,7 @@ def main(argv=None) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 le = np.array([DirichletCalibrator(eps=e).fit(q, y).selection_["log_evidence"]
-                               for e in (float(np.finfo(float).eps), 1.0 / (k * (n + 1)))])
+                               for e in floors.values()])
             w = np.exp(le - le.max())
             w /= w.sum()
             draws = [fits[f][0].predict_proba_draws(qt) for f in ("none", "floor")]

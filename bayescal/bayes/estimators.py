@@ -95,6 +95,7 @@ __all__ = [
     "BayesianGenerativeCalibrator",
     "ConvergenceError",
     "SamplingWarning",
+    "hdi_of_draws",
     "pointwise_log_likelihood",
     "posterior_model_id",
     "resolve_sampler",
@@ -207,6 +208,32 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
         np.exp(z, out=z)
         out[s : s + len(z)] = picked - np.log(z.sum(axis=1))
     return out.reshape(*lead, n)
+
+
+def hdi_of_draws(draws: ArrayLike, hdi_prob: float = 0.94) -> tuple[Array, Array]:
+    """Highest-density interval of each quantity, from its draws along the first axis.
+
+    Parameters
+    ----------
+    draws : array-like of shape (n_draws, ...)
+    hdi_prob : float in (0, 1), default=0.94
+
+    Returns
+    -------
+    lower, upper : ndarray of shape ``draws.shape[1:]``
+        The shortest interval holding ``ceil(hdi_prob * n_draws)`` draws.
+    """
+    hdi_prob = check_nonnegative_float(hdi_prob, "hdi_prob", strict=True)
+    if hdi_prob >= 1.0:
+        raise ValueError(f"hdi_prob must be in (0, 1); got {hdi_prob!r}")
+    p = np.sort(np.asarray(draws, dtype=np.float64), axis=0)
+    S = p.shape[0]
+    m = min(S, max(1, int(np.ceil(hdi_prob * S))))
+    widths = p[m - 1 :] - p[: S - m + 1]
+    i = np.argmin(widths, axis=0)
+    lower = np.take_along_axis(p, i[None], axis=0)[0]
+    upper = np.take_along_axis(p, (i + m - 1)[None], axis=0)[0]
+    return lower, upper
 
 
 def _check_open_unit(value: Any, name: str, also: str = "") -> None:
@@ -691,17 +718,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         lower, upper : ndarray of shape (n_samples, n_classes)
             The shortest interval holding ``ceil(hdi_prob * n_draws)`` draws.
         """
-        hdi_prob = check_nonnegative_float(hdi_prob, "hdi_prob", strict=True)
-        if hdi_prob >= 1.0:
-            raise ValueError(f"hdi_prob must be in (0, 1); got {hdi_prob!r}")
-        p = np.sort(self.predict_proba_draws(scores), axis=0)
-        S = p.shape[0]
-        m = min(S, max(1, int(np.ceil(hdi_prob * S))))
-        widths = p[m - 1 :] - p[: S - m + 1]
-        i = np.argmin(widths, axis=0)
-        lower = np.take_along_axis(p, i[None], axis=0)[0]
-        upper = np.take_along_axis(p, (i + m - 1)[None], axis=0)[0]
-        return lower, upper
+        return hdi_of_draws(self.predict_proba_draws(scores), hdi_prob)
 
     def summary(
         self, var_names: list[str] | None = None, *, ci_prob: float = 0.94, **kwargs: Any
