@@ -107,6 +107,7 @@ __all__ = [
     "check_cv_param",
     "check_strength",
     "choose_floor",
+    "floor_evidence",
     "cv_splits",
     "fit_structured",
     "fit_temperature_scale",
@@ -190,6 +191,10 @@ class StructuredFit:
     log_evidence : float or None
         Laplace log evidence at the evidence strengths (``None`` if no
         strength was "auto").
+    evidences : tuple of float
+        The Laplace log evidence of each feature matrix compared (``x``, then
+        ``alternatives``), NaN for an alternative equal to ``x``; empty when
+        the evidence chose no features.
     """
 
     fit: FitResult
@@ -200,6 +205,7 @@ class StructuredFit:
     path: dict[str, Any] | None = field(default=None, repr=False)
     features: int = 0
     log_evidence: float | None = None
+    evidences: tuple[float, ...] = ()
 
 
 def check_strength(value: Any, name: str, *, allow_none: bool) -> float | str | None:
@@ -655,6 +661,7 @@ def fit_structured(
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False)
         return StructuredFit(fit, s, strengths)
     best = None
+    evidences = [float("nan")] * (1 + len(alternatives))
     for index, xa in enumerate((x, *alternatives)):
         if index and np.array_equal(xa, x):
             continue  # the same features (e.g. no score below the floor): the same evidence
@@ -663,11 +670,12 @@ def fit_structured(
         reuse: dict[str, Any] = {}
         ev, fit, n_ev, evidence = _evidence_strengths(xa, y, sw, structure, s, owner, start,
                                                       free, first, max_iter, tol, reuse)
+        evidences[index] = float(evidence)
         if best is None or evidence > best[0]:
             best = (evidence, index, xa, s, ev, fit, n_ev, reuse)
     evidence, index, x, s, ev, fit, n_ev, reuse = best
     if cv is None or len(free) < len(owners):
-        return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence)
+        return StructuredFit(fit, s, ev, ev, n_ev, None, index, evidence, tuple(evidences))
     path = _path_check(x, y, sw, structure, ev, cv_splits(cv, y), max_iter, max(tol, PATH_TOL))
     strengths = {g: float(path[g][path["index"]]) for g in _GROUPS}
     if all(np.isinf(v) for g, v in strengths.items() if g in masks):
@@ -679,7 +687,7 @@ def fit_structured(
                               sample_weight=sw, max_iter=max_iter, tol=tol, warn=False,
                               reuse=reuse)
         fit = dataclasses.replace(fit, n_iter=spent + fit.n_iter)
-    return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence)
+    return StructuredFit(fit, s, strengths, ev, n_ev, path, index, evidence, tuple(evidences))
 
 
 def _as_full(init: Any, k: int) -> tuple[Array, Array]:
@@ -725,16 +733,34 @@ def choose_floor(x: Array, y: NDArray[np.intp], sample_weight: Array | None = No
     (keep ``x``) otherwise or when the floor is not above EPS. The same
     choice as :class:`~bayescal.DirichletCalibrator`'s ``eps="auto"``.
     """
+    found = floor_evidence(x, y, sample_weight, structure)
+    return None if found is None or not found[1] > found[0] else found[2]
+
+
+def floor_evidence(x: Array, y: NDArray[np.intp], sample_weight: Array | None = None,
+                   structure: str = "full") -> tuple[float, float, float] | None:
+    """The Laplace log evidence of ``x`` and of ``x`` floored at the succession floor.
+
+    The structured fit with evidence strengths (:func:`fit_structured`, no
+    cross-validation) on ``x`` (features floored at EPS) and on
+    ``max(x, ln f)``, ``f = 1 / (k (n + 1))`` (:func:`succession_floor`).
+
+    Returns
+    -------
+    (log_evidence_x, log_evidence_floored, f) or None
+        ``None`` when the two are the same features (no score below ``f``,
+        or ``f`` not above EPS): there is no choice to make.
+    """
     from bayescal._validation import EPS
 
     sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     floor = succession_floor(x.shape[1], sw.sum())
-    if floor <= EPS:
+    floored = np.maximum(x, np.log(floor))
+    if floor <= EPS or np.array_equal(floored, x):
         return None
     sf = fit_structured(x, y, structure=structure, reg_lambda="auto", reg_diag="auto",
-                        reg_mu="auto", sample_weight=sw, cv=None,
-                        alternatives=(np.maximum(x, np.log(floor)),))
-    return floor if sf.features == 1 else None
+                        reg_mu="auto", sample_weight=sw, cv=None, alternatives=(floored,))
+    return sf.evidences[0], sf.evidences[1], floor
 
 
 def temperature_result(x: Array, y: NDArray[np.intp], sw: Array, structure: str,

@@ -470,7 +470,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
                         idata=self.idata_, hint=hint)
             if self.log_likelihood:
-                self._add_log_likelihood(data.x, data.y)
+                self._add_log_likelihood([(slice(None), data.x)], data.y)
             self._stamp()
         except BaseException:
             self._clear_fitted()
@@ -534,14 +534,22 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         return diagnose(self.idata_, list(self._diag_vars), rhat_max=self.rhat_max,
                         ess_min=self.ess_min, max_divergences=self.max_divergences)
 
-    def _add_log_likelihood(self, x: Array, y: Array) -> None:
-        """The ``log_likelihood`` group: ``ln p(y_i | q_i, draw)``, dims (chain, draw, obs)."""
+    def _add_log_likelihood(self, groups: list[tuple[Any, Array]], y: Array) -> None:
+        """The ``log_likelihood`` group: ``ln p(y_i | q_i, draw)``, dims (chain, draw, obs).
+
+        ``groups`` as :meth:`_draw_features` returns them.
+        """
         import xarray as xr
 
         post = self.idata_.posterior
-        ll = pointwise_log_likelihood(post["W"].values, post["b"].values, x, y)
+        n = groups[0][1].shape[0]
+        ll = np.empty((self.n_draws_, n))
+        for index, x in groups:
+            ll[index] = pointwise_log_likelihood(self._draws("W")[index],
+                                                 self._draws("b")[index], x, y)
+        ll = ll.reshape(post.sizes["chain"], post.sizes["draw"], n)
         coords = {"chain": post["chain"].values, "draw": post["draw"].values,
-                  "obs": np.arange(x.shape[0])}
+                  "obs": np.arange(n)}
         group = xr.Dataset({"y": (("chain", "draw", "obs"), ll)}, coords=coords)
         _compat.set_group(self.idata_, "log_likelihood", group)
 
@@ -560,7 +568,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         x = self._features(scores)
         y = self._encode_labels(y, n_samples=x.shape[0], n_classes=x.shape[1])[1]
         self._check_same_data(x, y)
-        self._add_log_likelihood(x, y)
+        self._add_log_likelihood(self._draw_features(scores), y)
         return self
 
     def _resolve_tune(self, whitening: Any = None, compiled: bool = False) -> int:
@@ -647,12 +655,21 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         check_option(name, "name", tuple(self.idata_.posterior.data_vars))
         return self._draws(name)
 
-    def _iter_draw_maps(self, x: Array):
-        """The calibrated probabilities of each chunk of draws, shaped (draw, sample, class)."""
-        for _, p in _shifted_logits(self._draws("W"), self._draws("b"), x):
+    def _draw_features(self, scores: ArrayLike) -> list[tuple[Any, Array]]:
+        """The posterior draws in groups, each with the features it maps: ``[(index, x)]``.
+
+        ``index`` selects draws in :meth:`_draws` order (``slice(None)``:
+        all of them, at the fit's floor ``eps_``).
+        """
+        return [(slice(None), self._features(scores))]
+
+    def _iter_draw_maps(self, x: Array, index: Any = slice(None)):
+        """``(start, p)``: the calibrated probabilities of each chunk of the draws ``index``,
+        ``p`` shaped (draw, sample, class), ``start`` its first draw's place in ``index``."""
+        for start, p in _shifted_logits(self._draws("W")[index], self._draws("b")[index], x):
             np.exp(p, out=p)
             p /= p.sum(axis=1)[:, None, :]
-            yield p.transpose(0, 2, 1)  # a view
+            yield start, p.transpose(0, 2, 1)  # a view
 
     def predict_proba_draws(self, scores: ArrayLike) -> Array:
         """The calibrated probabilities of every posterior draw.
@@ -662,8 +679,15 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         proba : ndarray of shape (n_draws, n_samples, n_classes)
         """
         check_is_fitted(self, "idata_")
-        x = self._features(scores)
-        return np.concatenate(list(self._iter_draw_maps(x)), axis=0)
+        groups = self._draw_features(scores)
+        n, k = groups[0][1].shape
+        out = np.empty((self.n_draws_, n, k))
+        places = np.arange(self.n_draws_)
+        for index, x in groups:
+            where = places[index]
+            for start, p in self._iter_draw_maps(x, index):
+                out[where[start : start + len(p)]] = p
+        return out
 
     def predict_proba(self, scores: ArrayLike, kind: str = "mean") -> Array:
         r"""Calibrated probabilities.
@@ -697,10 +721,11 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             kind = "mode"
         if kind == "mode":
             return super().predict_proba(scores)
-        x = self._features(scores)
-        total = np.zeros_like(x)
-        for chunk in self._iter_draw_maps(x):
-            total += chunk.sum(axis=0)
+        groups = self._draw_features(scores)
+        total = np.zeros_like(groups[0][1])
+        for index, x in groups:
+            for _, chunk in self._iter_draw_maps(x, index):
+                total += chunk.sum(axis=0)
         return total / self.n_draws_
 
     def credible_interval(
@@ -773,6 +798,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             stats["eps"] = np.array(float(self.eps_))
         if hasattr(self, "tune_"):
             stats["tune"] = np.array(int(self.tune_))
+        if hasattr(self, "floors_"):
+            stats["floors"], stats["floor_weights"] = self.floors_, self.floor_weights_
         attrs = {
             "bayescal_config": json.dumps(self._config(), sort_keys=True),
             "bayescal_classes": json.dumps(np.asarray(self.classes_).tolist()),
@@ -869,6 +896,9 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             self.eps_ = float(stats.pop("eps"))
         if "tune" in stats:
             self.tune_ = int(stats.pop("tune"))
+        if "floors" in stats:
+            self.floors_ = np.asarray(stats.pop("floors"), dtype=np.float64)
+            self.floor_weights_ = np.asarray(stats.pop("floor_weights"), dtype=np.float64)
         self._stats = stats
         k = self.coef_.shape[0]
         self.n_features_in_ = k
@@ -1017,7 +1047,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         convergence check; their measured coverage is in the user guide.
     random_seed : int or None
     input : {"probs", "logits"}, default="probs"
-    eps : float or "auto", default="auto"
+    eps : float, "auto" or "average", default="auto"
         Probability floor of the log features, ``x = max(ln q, ln eps)``.
         ``"auto"``: for the structured priors (``"hierarchical"``,
         ``"fixed"``, ``"temperature"``) the floor that
@@ -1027,6 +1057,21 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         which tames exact zeros); :data:`bayescal.EPS` for the penalty
         readings, so that their mode stays the MAP fit. The floor used is
         ``eps_`` (saved with the posterior).
+        ``"average"`` (structured priors; the penalty readings take
+        ``"auto"``'s floor): the posterior averaged over those two floors,
+        each weighted by its posterior probability from the same Laplace
+        evidence (:func:`bayescal.structured.floor_evidence`, equal prior
+        odds): each floor with a weight of at least
+        :data:`FLOOR_WEIGHT_MIN` is sampled as a fit of its own (the same
+        prior, sampler, checks and retries: up to twice the sampling), and
+        the posterior stored holds ``draws`` draws per chain, each floor's
+        share taken from its own chains, with the variable ``eps`` giving
+        each draw's floor; ``eps_`` is the most probable floor (that of the
+        mode, ``kind="mode"``), ``floors_`` and ``floor_weights_`` the two
+        floors and their weights. Where ``"auto"``'s floor is not the
+        truth's, the single-floor posterior excludes the truth; the average
+        widens the intervals there (coverage on realistic truths in
+        docs/benchmarks.md, *Averaging over the floor*).
     target_accept : float in (0, 1), default=0.95
         NUTS target acceptance rate. Higher than PyMC's 0.8: the learned scales
         make a mild funnel, and at 0.8 short default fits had divergences
@@ -1084,7 +1129,15 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
     sampler_ : str
         The sampler used (``"auto"`` resolved).
     eps_ : float
-        The probability floor of the features (``eps="auto"`` resolved).
+        The probability floor of the features (``eps="auto"`` resolved;
+        ``"average"``: the most probable floor).
+    floors_ : ndarray of shape (n_floors,)
+        ``eps="average"`` only: the floors compared (EPS and
+        ``1 / (k (n + 1))``; EPS alone when no score lies below the other).
+    floor_weights_ : ndarray of shape (n_floors,)
+        ``eps="average"`` only: the posterior probability of each of
+        ``floors_``; the draws hold those at or above
+        :data:`FLOOR_WEIGHT_MIN`, renormalised (``diagnostics_["floor_shares"]``).
     tune_ : int
         Warm-up steps per chain (``tune="auto"`` resolved; MCMC and ADVI).
     prior_ : StructuredPrior or DirLinPrior
@@ -1161,6 +1214,117 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         self.log_likelihood = log_likelihood
 
     _eps_auto = True
+    _eps_words = ("auto", "average")
+
+    def _averages_floors(self) -> bool:
+        """``eps="average"`` with a structured prior: a mixture over the two floors."""
+        return isinstance(self.eps, str) and self.eps == "average" and self.prior in _STRUCTURED
+
+    def fit(self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+        if sample_weight is not None or not self._averages_floors():
+            return super().fit(scores, y, sample_weight)
+        self._check_params()
+        data = self._fit_data(scores, y, eps=EPS)  # validates everything; writes nothing
+        self._check_size(data.x.shape[1])
+        self._clear_fitted()
+        try:
+            self._fit_floor_average(scores, y, data)
+        except BaseException:
+            self._clear_fitted()
+            raise
+        return self
+
+    fit.__doc__ = _BayesianFamilyBase.fit.__doc__
+
+    def _fit_floor_average(self, scores: ArrayLike, y: ArrayLike, data: Any) -> None:
+        """``eps="average"``: the posteriors at the two floors, mixed by their evidence.
+
+        Floor ``EPS`` and the succession floor ``f = 1 / (k (n + 1))``
+        (:func:`bayescal.structured.floor_evidence`) get posterior
+        probabilities proportional to the MAP default's Laplace evidence at
+        each (equal priors). Each floor holding at least
+        :data:`FLOOR_WEIGHT_MIN` of the probability is sampled as a fit of
+        its own (``eps`` fixed there: the same prior, sampler, checks and
+        retries); the posterior stored holds ``draws`` draws per chain, each
+        floor's share of them taken evenly spaced from its own chains, and a
+        variable ``eps`` naming each draw's floor.
+        """
+        from sklearn.base import clone
+
+        from bayescal.structured import floor_evidence
+
+        found = floor_evidence(data.x, data.y)
+        if found is None:  # no score below the floor: both floors are one model
+            floors, weights = np.array([EPS]), np.array([1.0])
+        else:
+            floors = np.array([EPS, found[2]])
+            le = np.array(found[:2])
+            weights = np.exp(le - le.max())
+            weights /= weights.sum()
+        keep = [j for j in np.argsort(-weights, kind="stable")
+                if weights[j] >= FLOOR_WEIGHT_MIN]
+        fits = [clone(self).set_params(eps=float(floors[j])).fit(scores, y) for j in keep]
+        self._adopt(fits[0])  # the most probable floor's: eps_, the mode, the statistics
+        if len(fits) > 1:
+            share = weights[keep] / weights[keep].sum()
+            self.idata_ = _floor_mixture([f.idata_ for f in fits], floors[keep], share,
+                                         int(self.draws))
+            self.diagnostics_ = self._diagnose()
+            if self.sampler_ in _MCMC:
+                enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
+                        idata=self.idata_)
+            if "log_likelihood" in _compat.group_names(fits[0].idata_):
+                self._add_log_likelihood(self._draw_features(scores), data.y)
+        self.floors_, self.floor_weights_ = floors, weights
+        self._stamp()
+
+    def _adopt(self, other: BayesianDirichletCalibrator) -> None:
+        """Take the fitted attributes of ``other`` (a fit of a clone of this estimator)."""
+        for name, value in vars(other).items():
+            if (name.endswith("_") and not name.startswith("__")) or name == "_stats":
+                setattr(self, name, value)
+
+    def _draw_floors(self) -> Array | None:
+        """Each draw's probability floor, chains stacked (``None``: every draw at ``eps_``)."""
+        post = self.idata_.posterior
+        return post["eps"].values.reshape(-1) if "eps" in post.data_vars else None
+
+    def _draw_features(self, scores: ArrayLike) -> list[tuple[Any, Array]]:
+        floors = self._draw_floors()
+        if floors is None:
+            return super()._draw_features(scores)
+        x = self._features(scores, eps=float(floors.min()))
+        return [(np.flatnonzero(floors == f), np.maximum(x, np.log(f)))
+                for f in np.unique(floors)]
+
+    def _diagnose(self) -> dict[str, Any]:
+        """:func:`diagnose` of the stored draws; a mixture (``eps="average"``) adds
+        ``floor_shares``, ``[[eps, share of the draws], ...]``."""
+        out = super()._diagnose()
+        floors = self._draw_floors()
+        if floors is not None:
+            values, counts = np.unique(floors, return_counts=True)
+            out["floor_shares"] = [[float(f), float(c / floors.size)]
+                                   for f, c in zip(values, counts, strict=True)]
+        return out
+
+    def _restore(self) -> None:
+        """Refuse a posterior whose draws' floors are not the mixture it records."""
+        post = self.idata_.posterior
+        if "eps" not in post.data_vars:
+            return
+        floors = np.asarray(post["eps"].values)
+        stored = getattr(self, "floors_", None)
+        weights = getattr(self, "floor_weights_", None)
+        if stored is None or weights is None or stored.shape != weights.shape:
+            raise ValueError("its draws carry probability floors (eps) but it records no "
+                             "floors and weights of them")
+        if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)
+                and abs(weights.sum() - 1.0) <= 1e-9):
+            raise ValueError(f"its floor weights {weights.tolist()} are not probabilities")
+        if not np.all(np.isin(floors, stored)):
+            raise ValueError("the floors (eps) of its draws are not among its recorded floors "
+                             f"{stored.tolist()}")
 
     def _choose_floor(self, data: Any) -> Any:
         """``eps="auto"``: the MAP default's floor for the structured priors (``eps_``)."""
@@ -1540,6 +1704,56 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
 _DIMS = {"W": ["class_out", "class_in"], "b": ["class_out"]}
 
 
+#: ``eps="average"``: a probability floor whose posterior probability is below this is
+#: not sampled (Occam's window, Madigan and Raftery 1994); the weights are kept in
+#: ``floor_weights_``.
+FLOOR_WEIGHT_MIN = 0.01
+
+
+def _floor_mixture(fits: list[Any], floors: Array, share: Array, draws: int) -> Any:
+    """One posterior of ``draws`` draws per chain from the posteriors ``fits``.
+
+    ``fits[0]`` (the largest ``share``) first: each posterior gets the
+    largest remainder of ``share * draws`` draws per chain, taken evenly
+    spaced from its own chain ``c`` into chain ``c``, at places spread evenly
+    along the chain (the same in every chain), so that every part of every
+    chain holds each posterior in its share and R-hat and ESS read the stored
+    draws as one sample of the mixture. ``eps`` (chain, draw) is each draw's
+    floor. Only the posterior and sample-statistics variables common to all
+    are kept.
+    """
+    raw = share * draws
+    counts = np.floor(raw).astype(int)
+    counts[np.argsort(counts - raw, kind="stable")[: draws - counts.sum()]] += 1
+    owner = np.zeros(draws, dtype=int)  # which posterior each place of a chain holds
+    free = np.arange(draws)
+    for j in range(len(fits) - 1, 0, -1):  # the smaller shares spread first
+        taken = free[np.linspace(0, free.size - 1, counts[j]).round().astype(int)]
+        owner[taken] = j
+        free = np.setdiff1d(free, taken)
+    groups: dict[str, dict[str, Array]] = {}
+    dims: dict[str, list[str]] = {}
+    coords: dict[str, Any] = {}
+    for name in ("posterior", "sample_stats"):
+        sets = [_compat.group_dataset(f, name) for f in fits
+                if name in _compat.group_names(f)]
+        if len(sets) < len(fits):
+            continue
+        groups[name] = {}
+        for v in (v for v in sets[0].data_vars if all(v in d.data_vars for d in sets)):
+            first = sets[0][v].values
+            out = np.empty((first.shape[0], draws, *first.shape[2:]), dtype=first.dtype)
+            for j, d in enumerate(sets):
+                picks = np.linspace(0, d.sizes["draw"] - 1, counts[j]).round().astype(int)
+                out[:, owner == j] = d[v].values[:, picks]
+            groups[name][v] = out
+            dims[v] = list(sets[0][v].dims[2:])
+            coords |= {d: sets[0].coords[d].values for d in dims[v] if d in sets[0].coords}
+    chains = next(iter(groups["posterior"].values())).shape[0]
+    groups["posterior"]["eps"] = np.tile(floors[owner], (chains, 1))
+    return _compat.from_dict(groups, dims=dims, coords=coords)
+
+
 def _coords(k: int) -> dict[str, Any]:
     return {"class_out": np.arange(k), "class_in": np.arange(k)}
 
@@ -1561,13 +1775,14 @@ def _simulate_labels(W: Array, b: Array, x: Array, rng: np.random.Generator) -> 
 def _posterior_predictive(est: Any, scores: ArrayLike, y: ArrayLike | None,
                           random_seed: int | None) -> Any:
     check_is_fitted(est, "idata_")
-    x = est._features(scores)
-    n, k = x.shape
+    groups = est._draw_features(scores)
+    n, k = groups[0][1].shape
     post = est.idata_.posterior
-    W, b = post["W"].values, post["b"].values
-    lead = W.shape[:2]
-    y_sim = _simulate_labels(W.reshape(-1, k, k), b.reshape(-1, k), x,
-                             np.random.default_rng(random_seed)).reshape(*lead, n)
+    rng = np.random.default_rng(random_seed)
+    y_sim = np.empty((est.n_draws_, n), dtype=np.int64)
+    for index, x in groups:
+        y_sim[index] = _simulate_labels(est._draws("W")[index], est._draws("b")[index], x, rng)
+    y_sim = y_sim.reshape(post.sizes["chain"], post.sizes["draw"], n)
     groups: dict[str, Any] = {"posterior_predictive": {"y": y_sim}}
     if y is not None:
         groups["observed_data"] = {"y": est._encode_labels(y, n_samples=n, n_classes=k)[1]}
@@ -1869,8 +2084,9 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
             self._stats |= {"prior_strength": np.array(self.prior_strength_),
                             "prior_center": self.prior_center_}
 
-    def _add_log_likelihood(self, x: Array, y: Array) -> None:
-        super()._add_log_likelihood(x, y)
+    def _add_log_likelihood(self, groups: list[tuple[Any, Array]], y: Array) -> None:
+        super()._add_log_likelihood(groups, y)
+        (_, x), = groups  # every draw at the one floor eps_
         group = _compat.group_dataset(self.idata_, "log_likelihood")
         post = self.idata_.posterior
         joint = dirgen_pointwise_joint(post["alpha"].values, post["pi"].values, x, y)

@@ -66,12 +66,18 @@ def check_input_params(estimator: Any) -> None:
     """Validate the ``input`` and ``eps`` parameters shared by all calibrators.
 
     ``eps="auto"`` is accepted by estimators that choose their floor in
-    ``fit`` (``_eps_auto = True``) and store it as ``eps_``.
+    ``fit`` (``_eps_auto = True``) and store it as ``eps_``; the words of
+    ``_eps_words`` (default ``("auto",)``) by those that take more.
     """
     check_option(estimator.input, "input", ("probs", "logits"))
-    if not (getattr(estimator, "_eps_auto", False) and isinstance(estimator.eps, str)
-            and estimator.eps == "auto"):
-        check_eps(estimator.eps)
+    words = (getattr(estimator, "_eps_words", ("auto",))
+             if getattr(estimator, "_eps_auto", False) else ())
+    if isinstance(estimator.eps, str) and words:
+        if estimator.eps not in words:
+            raise ValueError(f"eps must be a float in (0, 1) or one of {list(words)}; "
+                             f"got {estimator.eps!r}")
+        return
+    check_eps(estimator.eps)
 
 
 class FitData(NamedTuple):
