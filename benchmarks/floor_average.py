@@ -10,8 +10,10 @@ calibration draws, test scores and seeds), fits the default ``BayesianDirichletC
 each of the two floors that ``eps="auto"`` chooses between (``2.2e-16`` and ``1/(k(n+1))``),
 and scores the 90 % intervals of (a) the fit at ``eps="auto"``'s floor, (b) an evidence-weighted
 mixture of the two posteriors (draws taken from each in proportion to its posterior model
-probability, from the MAP default's Laplace evidence at each floor). A measurement for a
-possible default, not a feature.
+probability, from the MAP default's Laplace evidence at each floor). The measurement that
+led to the estimator's ``eps="average"`` (which also drops a floor under 1 % and keeps the
+draws' floors in its fitted state); ``bench_bayes.py --params '{"eps": "average"}'``
+measures that.
 """
 
 from __future__ import annotations

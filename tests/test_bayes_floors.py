@@ -210,6 +210,7 @@ def test_eps_words_are_checked():
         DirichletCalibrator(eps="average").fit(q, y)
 
 
+@pytest.mark.once  # the layout and the ArviZ containers are checked on both stacks above
 def test_average_mcmc_mixture_passes_its_checks(mixed):
     """The compiled sampler at the default settings: both floors sampled and checked, the
     stored mixture checked as one sample (R-hat, ESS, divergences) with its shares."""
