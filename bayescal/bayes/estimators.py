@@ -1263,7 +1263,10 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             weights /= weights.sum()
         keep = [j for j in np.argsort(-weights, kind="stable")
                 if weights[j] >= FLOOR_WEIGHT_MIN]
-        fits = [clone(self).set_params(eps=float(floors[j])).fit(scores, y) for j in keep]
+        # a mixture's log-likelihood is computed once, on its own draws, not on each fit's
+        each = {"log_likelihood": bool(self.log_likelihood) and len(keep) == 1}
+        fits = [clone(self).set_params(eps=float(floors[j]), **each).fit(scores, y)
+                for j in keep]
         self._adopt(fits[0])  # the most probable floor's: eps_, the mode, the statistics
         if len(fits) > 1:
             share = weights[keep] / weights[keep].sum()
@@ -1273,7 +1276,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             if self.sampler_ in _MCMC:
                 enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
                         idata=self.idata_)
-            if "log_likelihood" in _compat.group_names(fits[0].idata_):
+            if self.log_likelihood:
                 self._add_log_likelihood(self._draw_features(scores), data.y)
         self.floors_, self.floor_weights_ = floors, weights
         self._stamp()
