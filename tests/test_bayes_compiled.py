@@ -26,7 +26,7 @@ from bayescal.bayes import (  # noqa: E402
     _compat,
     compiled,
 )
-from bayescal.bayes.estimators import resolve_sampler  # noqa: E402
+from bayescal.bayes.estimators import TUNE_AUTO_COMPILED, resolve_sampler  # noqa: E402
 from bayescal.bayes.hierarchical import StructuredPrior, n_params, to_centred  # noqa: E402
 from bayescal.bayes.laplace import conditional_whitening  # noqa: E402
 from bayescal.bayes.models import (  # noqa: E402
@@ -165,26 +165,41 @@ def test_auto_resolves_to_the_compiled_sampler_for_structured_priors():
     assert BayesianGenerativeCalibrator()._compiled_sampler()
 
 
-SHORT = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False, "on_failure": "warn",
+SHORT = {"draws": 300, "chains": 2, "progressbar": False, "on_failure": "warn",
          "retry_draws": None, "retry_target_accept": None}
 
 
 @pytest.mark.filterwarnings("ignore::bayescal.bayes.SamplingWarning")  # short runs
 def test_seeded_fits_repeat_and_reuse_one_program(data):
-    """The same seed gives the same draws; a new data set of the bucket, or another
-    ``target_accept`` (the divergence retry's), compiles nothing."""
-    q = make_dirgen(90, K, rng=6)[0]
-    y = make_dirgen(90, K, rng=6)[1]
+    """The same seed gives the same draws; a new data set of the bucket, another
+    ``target_accept`` (the divergence retry's), or other numbers of draws and chains
+    (the mixing retry's longer chains), compile nothing."""
+    q, y, _, _ = make_dirgen(200, K, rng=6)  # 256 rows, as other tests' default fits
     a = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
     assert a.sampler_ == "jax"
     misses = compiled._program.cache_info().misses
     b = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
     np.testing.assert_array_equal(a.posterior_draws("W"), b.posterior_draws("W"))
-    q2, y2, _, _ = make_dirgen(80, K, rng=7)  # another data set in the same bucket
+    q2, y2, _, _ = make_dirgen(230, K, rng=7)  # another data set in the same bucket
     c = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q2, y2)
     assert compiled._program.cache_info().misses == misses
     d = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"target_accept": 0.99})).fit(q, y)
     assert compiled._program.cache_info().misses == misses
+    # more steps than one call of the program runs (compiled.CHUNK), and four chains
+    long = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {
+        "draws": compiled.CHUNK + 7, "chains": 4})).fit(q, y)
+    assert compiled._program.cache_info().misses == misses
+    assert long.posterior_draws("s").shape == (4 * (compiled.CHUNK + 7),)
+    # the first call's draws are those of a run that ends there; the second call
+    # continues each chain from its state (the adapted step size carries over)
+    first = compiled.CHUNK - TUNE_AUTO_COMPILED
+    one_call = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {
+        "draws": first, "chains": 4})).fit(q, y)
+    s_long, s_one = (e.idata_.posterior["s"].values for e in (long, one_call))
+    np.testing.assert_array_equal(s_long[:, :first], s_one)
+    step = _compat.group_dataset(long.idata_, "sample_stats")["step_size"].values
+    np.testing.assert_array_equal(step[:, first - 1], step[:, first])
+    assert np.mean(s_long[:, first:] != s_long[:, first - 1:-1]) > 0.5  # still moving
     step = [np.asarray(_compat.group_dataset(e.idata_, "sample_stats")["step_size"])
             for e in (b, d)]
     assert np.median(step[1]) < np.median(step[0])  # the higher target adapted smaller steps
@@ -199,14 +214,14 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
 def test_compiled_posterior_matches_the_pymc_model_sampled_by_numpyro():
     """sampler="jax" and the PyMC model (sampler="numpyro": PyMC's own graph of the
     model, in the same coordinates, converted to JAX and sampled by NumPyro's NUTS)
-    sample one posterior (k = 3, n = 150).
+    sample one posterior (k = 3, n = 200).
 
     Means within 5 Monte Carlo standard errors of each other and sds within 5
     of their relative errors, for ``s``, ``tau`` and the column-centred ``W``.
     (This test compared with PyMC's own NUTS until a cold C compile of the model,
     70-120 s, made it the suite's second-slowest; it passed there too.)
     """
-    q, y, _, _ = make_dirgen(150, K, rng=8)
+    q, y, _, _ = make_dirgen(200, K, rng=8)  # 256 rows: the program of other tests' fits
     kw = {"draws": 1000, "tune": 500, "chains": 2, "progressbar": False, "random_seed": 4}
     _assert_same_posterior([BayesianDirichletCalibrator(sampler=s, **kw).fit(q, y)
                             for s in ("jax", "numpyro")])

@@ -168,9 +168,13 @@ def test_prior_predictive_is_not_degenerate():
 
 @pytest.fixture(scope="module")
 def absent_fit(data):
-    """Class 2 absent from the labels; the estimator's own draws, tune and chains."""
-    q, y = data
-    keep = y != 2
+    """Class 2 absent from the labels; the estimator's own draws, tune and chains.
+
+    200 rows, as ``data`` (the same compiled program as ``default_fit``).
+    """
+    q, y, _, _ = make_dirgen(400, K, rng=4)
+    keep = np.flatnonzero(y != 2)[:200]
+    assert keep.size == 200
     est = BayesianDirichletCalibrator(classes=[0, 1, 2], random_seed=2, progressbar=False,
                                       on_failure="warn")
     with warnings.catch_warnings(record=True) as caught:
@@ -297,8 +301,9 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
 
 def test_convergence_error_leaves_the_estimator_unfitted(data):
     q, y = data
-    # no retry with more draws (tested above): one compiled program for this test
-    est = BayesianDirichletCalibrator(draws=30, tune=30, chains=2, random_seed=0,
+    # 2 x 30 draws cannot reach an ESS of 400; the default warm-up, so that the
+    # compiled program is the default fit's (one compilation fewer in a cold suite)
+    est = BayesianDirichletCalibrator(draws=30, chains=2, random_seed=0,
                                       progressbar=False, retry_draws=None)
     with pytest.raises(ConvergenceError, match=r"failed its convergence checks: .*ESS"):
         est.fit(q, y)

@@ -3,12 +3,13 @@ r"""The structured model's posterior sampled by one compiled program (JAX and Nu
 ``sampler="jax"`` (the default of :class:`~bayescal.bayes.BayesianDirichletCalibrator`
 and :class:`~bayescal.bayes.BayesianGenerativeCalibrator` when NumPyro is
 installed; the latter's density, :func:`_dirgen_model`, is in its class
-statistics and so does not depend on ``n``) runs the whole of NUTS, warm-up and draws of every
-chain, as one XLA program: NumPyro's NUTS kernel
-(:func:`numpyro.infer.hmc.hmc`, diagonal mass matrix adapted in warm-up) iterated
-by :func:`jax.lax.scan`, the chains vectorised with :func:`jax.vmap`, on the
-log density written here in JAX from the very functions the PyMC model uses
-(:mod:`bayescal.bayes.hierarchical`, :func:`bayescal.bayes.models.conditional_theta`,
+statistics and so does not depend on ``n``) runs NUTS, warm-up and draws, as one
+compiled XLA program: NumPyro's NUTS kernel (:func:`numpyro.infer.hmc.hmc`,
+diagonal mass matrix adapted in warm-up) iterated by :func:`jax.lax.fori_loop`
+for up to :data:`CHUNK` steps a call (the default run, 500 warm-up steps and 1000
+draws, is one call per chain), on the log density written here in JAX from the
+very functions the PyMC model uses (:mod:`bayescal.bayes.hierarchical`,
+:func:`bayescal.bayes.models.conditional_theta`,
 :func:`bayescal.bayes.models._loglik`). Nothing calls back into Python between
 two gradients.
 
@@ -30,13 +31,17 @@ One program per structure
 -------------------------
 The data (features, class counts and sums, the whitening) are *arguments*
 of the program, so what it is compiled for is the structure only: the prior,
-``k``, the coordinates (centred or conditional), the run's length
-(``tune``, ``draws``, ``chains``) and the number of rows rounded up to a
-bucket (:func:`row_bucket`; padded rows have weight 0 and
-change nothing). A second data set of the same structure in the process
-compiles nothing; in a new process the compilation is read from JAX's
-persistent cache (:func:`cache_dir`), so a machine compiles each structure
-once.
+``k``, the coordinates (centred or conditional), the warm-up's length
+(``tune``: NumPyro builds its adaptation windows from it), NUTS' tree depth
+and the number of rows rounded up to a bucket (:func:`row_bucket`; padded rows
+have weight 0 and change nothing). The numbers of draws and chains are not
+part of it (a chain runs in calls of at most :data:`CHUNK` steps, each
+continuing from the state the last one reached, and the chains of a device
+one after the other), so another ``draws`` or ``chains``, and the retries
+(longer chains, a higher ``target_accept``), compile nothing. A second data
+set of the same structure in the process compiles nothing; in a new process
+the compilation is read from JAX's persistent cache (:func:`cache_dir`), so a
+machine compiles each structure once.
 
 The mode and the Laplace whitening use the same JAX density
 (:func:`log_posterior`), so a default fit imports neither PyMC nor PyTensor.
@@ -416,17 +421,32 @@ def _dirgen_model(k: int):
     return density, derive
 
 
+#: Steps one call of the compiled program runs at most (:func:`_program`): the default
+#: run (500 warm-up steps and 1000 draws) in one call per chain; longer runs, such as a
+#: retry with twice the draws, continue from where the previous call stopped.
+CHUNK = 1500
+
+
 @functools.lru_cache(maxsize=8)
-def _program(model: tuple[Any, ...], tune: int, draws: int, chains: int, max_tree_depth: int):
-    """The jitted ``(key, v0, data) -> (draws of v, derived draws, sample stats)``.
+def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: int):
+    """The jitted ``start(key, v0, data) -> state`` and ``advance(state, count, data)``.
 
     ``model`` names the density: ``("structured", prior, k, kind)``
     (:func:`_structured_model`) or ``("dirgen", k)`` (:func:`_dirgen_model`).
-    ``data["target_accept"]`` is an argument too (the step-size adaptation's
-    target enters only its arithmetic), so a retry at a higher target reuses
-    the program.
+    ``start`` is NumPyro's NUTS initial state at ``v0`` (warm-up of ``tune``
+    steps, diagonal mass matrix); ``advance`` runs ``count`` (at most
+    :data:`CHUNK`) NUTS steps from a state and returns the state reached, the
+    sample stats of those steps and the derived draws, in :data:`CHUNK` rows
+    of which the first ``count`` are filled. The number of draws, of chains
+    and of calls are not part of the program, so a run of any length, and a
+    retry with longer chains, reuse it; ``data["target_accept"]`` is an
+    argument too (the step-size adaptation's target enters only its
+    arithmetic), so a retry at a higher target reuses it as well. Each
+    function handles one chain per device: one device, :func:`jax.jit`;
+    several, :func:`jax.pmap` over them.
     """
     jax = import_jax()
+    import jax.numpy as jnp
     from numpyro.infer.hmc import hmc
 
     density, derive = (_structured_model(*model[1:]) if model[0] == "structured"
@@ -435,61 +455,84 @@ def _program(model: tuple[Any, ...], tune: int, draws: int, chains: int, max_tre
     def potential(data):
         return lambda v: -density(v, data)
 
-    def run(keys, v0, data):
+    def kernels(key, v, data):
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential, algo="NUTS")
+        state = init_kernel(v, tune, dense_mass=False, target_accept_prob=data["target_accept"],
+                            max_tree_depth=max_tree_depth, model_args=(data,), rng_key=key)
+        return state, sample_kernel
 
-        def chain(key, v):
-            state = init_kernel(v, tune, dense_mass=False,
-                                target_accept_prob=data["target_accept"],
-                                max_tree_depth=max_tree_depth, model_args=(data,),
-                                rng_key=key)
+    def start(key, v, data):
+        return kernels(key, v, data)[0]
 
-            def step(state, _):
-                state = sample_kernel(state, model_args=(data,))
-                stats = (state.z, state.diverging, state.num_steps,
-                         state.adapt_state.step_size, state.accept_prob, state.energy,
-                         -state.potential_energy)
-                return state, stats
+    def stats(state):
+        return (state.z, state.diverging, state.num_steps, state.adapt_state.step_size,
+                state.accept_prob, state.energy, -state.potential_energy)
 
-            _, trace = jax.lax.scan(step, state, None, length=tune + draws)
-            return jax.tree_util.tree_map(lambda a: a[tune:], trace)
+    def advance(state, count, data):
+        # the kernel's settings (warm-up length, tree depth, target) are set by its
+        # init; that initial state is not used (and not computed: nothing reads it)
+        _, sample_kernel = kernels(state.rng_key, state.z, data)
+        rows = jax.tree_util.tree_map(
+            lambda a: jnp.zeros((CHUNK, *jnp.shape(a)), dtype=jnp.result_type(a)), stats(state))
 
-        # chains one after the other: a vectorised NUTS step costs the longest tree of
-        # the chains, and vectorising the tree's while loop is slow to trace
-        z, *stats = jax.lax.map(lambda a: chain(*a), (keys, v0))
-        derived = jax.lax.map(lambda zc: jax.lax.map(lambda v: derive(v, data), zc), z)
-        return z, derived, stats
+        def step(i, carry):
+            state, rows = carry
+            state = sample_kernel(state, model_args=(data,))
+            rows = jax.tree_util.tree_map(lambda r, a: r.at[i].set(a), rows, stats(state))
+            return state, rows
 
-    devices = _devices(chains)
+        state, (z, *rest) = jax.lax.fori_loop(0, count, step, (state, rows))
+        derived = jax.lax.map(lambda v: derive(v, data), z)
+        return state, derived, rest
+
     if devices == 1:
-        return jax.jit(run), 1
-    # the chains in `devices` groups, one group per device, in parallel
-    return jax.pmap(run, in_axes=(0, 0, None)), devices
+        return jax.jit(start), jax.jit(advance)
+    # one chain on each device, in parallel
+    return (jax.pmap(start, in_axes=(0, 0, None)),
+            jax.pmap(advance, in_axes=(0, None, None)))
 
 
 def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[str, ...], *,
          draws: int, tune: int, chains: int, random_seed: int | None, target_accept: float,
          max_tree_depth: int) -> dict[str, dict[str, Array]]:
-    """Run :func:`_program` from jittered starts near ``v = 0``; the draws of ``names``."""
+    """Run :func:`_program` from jittered starts near ``v = 0``; the draws of ``names``.
+
+    The chains are shared out among the devices (:func:`_devices`), one chain
+    per device at a time; each chain runs its ``tune + draws`` steps in calls
+    of at most :data:`CHUNK` steps, and its first ``tune`` steps (the warm-up)
+    are dropped.
+    """
     jax = import_jax()
     rng = np.random.default_rng(random_seed)
     # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
     v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
     keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
     data["target_accept"] = np.float64(target_accept)
-    program, devices = _program(model, int(tune), int(draws), int(chains), int(max_tree_depth))
-    if devices > 1:
-        keys = keys.reshape(devices, chains // devices)
-        v0 = v0.reshape(devices, chains // devices, dim)
-    z, derived, stats = program(keys, v0, data)
-
-    def merged(a: Any) -> Any:
-        """(devices, chains per device, draw, ...) -> (chain, draw, ...)."""
-        a = np.asarray(a)
-        return a.reshape(chains, *a.shape[2:]) if devices > 1 else a
-
-    post = {name: merged(derived[name]).astype(np.float64) for name in names}
-    diverging, n_steps, step_size, accept, energy, lp = (merged(a) for a in stats)
+    devices = _devices(chains)
+    start, advance = _program(model, int(tune), int(max_tree_depth), devices)
+    per_device = chains // devices
+    total = int(tune) + int(draws)
+    # chain c = d * per_device + j runs on device d, in its j-th turn
+    parts: list[list[Any]] = []
+    for j in range(per_device):
+        idx = np.arange(devices) * per_device + j
+        state = start(keys[idx] if devices > 1 else keys[j], v0[idx] if devices > 1 else v0[j],
+                      data)
+        pieces: list[Any] = []
+        done = 0
+        while done < total:
+            count = min(CHUNK, total - done)
+            state, derived, rest = advance(state, np.int32(count), data)
+            pieces.append(jax.tree_util.tree_map(
+                lambda a, c=count: _rows(np.asarray(a), c, devices), (derived, rest)))
+            done += count
+        parts.append(jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=1)[:, tune:],
+                                            *pieces))
+    # (turn, device, step, ...) -> (chain, step, ...), chain = device * per_device + turn
+    derived, rest = jax.tree_util.tree_map(
+        lambda *a: np.stack(a, axis=1).reshape(chains, *a[0].shape[1:]), *parts)
+    post = {name: np.asarray(derived[name], dtype=np.float64) for name in names}
+    diverging, n_steps, step_size, accept, energy, lp = rest
     sample_stats = {
         "diverging": diverging.astype(bool),
         "n_steps": n_steps.astype(np.int64),
@@ -499,8 +542,12 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
         "energy": np.asarray(energy, dtype=np.float64),
         "lp": np.asarray(lp, dtype=np.float64),
     }
-    del z
     return {"posterior": post, "sample_stats": sample_stats}
+
+
+def _rows(a: Array, count: int, devices: int) -> Array:
+    """The first ``count`` rows of one call's output, as ``(device, step, ...)``."""
+    return a[:, :count] if devices > 1 else a[None, :count]
 
 
 def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, draws: int,
@@ -517,7 +564,8 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     whiten : ConditionalWhitening or CentredWhitening
         The coordinates (:func:`bayescal.bayes.laplace.centred_whitening`).
     draws, tune, chains : int
-        Kept draws and warm-up steps per chain; chains (vectorised).
+        Kept draws and warm-up steps per chain; chains (one after the other on
+        each device, the devices in parallel).
     random_seed : int or None
         Seeds the chains' starting points and NUTS (``None``: fresh entropy).
     target_accept : float
@@ -563,7 +611,7 @@ def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Arr
                   ) -> dict[str, dict[str, Array]]:
     """Sample the DirGen concentrations with the compiled NUTS (:func:`_dirgen_model`).
 
-    One program per ``k`` (and run length): the statistics, the whitening and
+    One program per ``k`` (and warm-up length): the statistics, the whitening and
     the prior's constants are its arguments, so a new data set compiles
     nothing, and ``n`` does not enter at all.
 
