@@ -173,7 +173,8 @@ SHORT = {"draws": 300, "chains": 2, "progressbar": False, "on_failure": "warn",
 def test_seeded_fits_repeat_and_reuse_one_program(data):
     """The same seed gives the same draws; a new data set of the bucket, another
     ``target_accept`` (the divergence retry's), or another number of draws (the
-    mixing retry's longer chains), compile nothing."""
+    mixing retry's longer chains), compile nothing; a chain longer than one call
+    continues in a second one."""
     q, y, _, _ = make_dirgen(200, K, rng=6)  # 256 rows, as other tests' default fits
     a = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
     assert a.sampler_ == "jax"
@@ -185,14 +186,13 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
     assert compiled._program.cache_info().misses == misses
     d = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"target_accept": 0.99})).fit(q, y)
     assert compiled._program.cache_info().misses == misses
-    # more steps than one call of the program runs (compiled.CHUNK)
-    long = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {
-        "draws": compiled.CHUNK + 7})).fit(q, y)
+    # more steps than one call of the program runs (compiled.CHUNK: warm-up and draws)
+    first = compiled.CHUNK - TUNE_AUTO_COMPILED  # the draws of a chain's first call
+    long = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"draws": first + 7})).fit(q, y)
     assert compiled._program.cache_info().misses == misses
-    assert long.posterior_draws("s").shape == (2 * (compiled.CHUNK + 7),)
+    assert long.posterior_draws("s").shape == (2 * (first + 7),)
     # the first call's draws are those of a run that ends there; the second call
     # continues each chain from its state (the adapted step size carries over)
-    first = compiled.CHUNK - TUNE_AUTO_COMPILED
     one_call = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"draws": first})).fit(q, y)
     s_long, s_one = (e.idata_.posterior["s"].values for e in (long, one_call))
     np.testing.assert_array_equal(s_long[:, :first], s_one)

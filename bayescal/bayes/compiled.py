@@ -7,8 +7,8 @@ statistics and so does not depend on ``n``) runs NUTS, warm-up and draws, as one
 compiled XLA program: NumPyro's NUTS kernel (:func:`numpyro.infer.hmc.hmc`,
 diagonal mass matrix adapted in warm-up) iterated by :func:`jax.lax.fori_loop`
 for up to :data:`CHUNK` steps a call (the default run, 500 warm-up steps and 1000
-draws, is one call per chain), on the log density written here in JAX from the
-very functions the PyMC model uses (:mod:`bayescal.bayes.hierarchical`,
+draws, and its retry with 2000 draws are one call per chain), on the log density
+written here in JAX from the very functions the PyMC model uses (:mod:`bayescal.bayes.hierarchical`,
 :func:`bayescal.bayes.models.conditional_theta`,
 :func:`bayescal.bayes.models._loglik`). Nothing calls back into Python between
 two gradients.
@@ -35,10 +35,11 @@ of the program, so what it is compiled for is the structure only: the prior,
 (``tune``: NumPyro builds its adaptation windows from it), NUTS' tree depth
 and the number of rows rounded up to a bucket (:func:`row_bucket`; padded rows
 have weight 0 and change nothing). The numbers of draws and chains are not
-part of it (a chain runs in calls of at most :data:`CHUNK` steps, each
-continuing from the state the last one reached, and the chains of a device
-one after the other), so another ``draws`` or ``chains``, and the retries
-(longer chains, a higher ``target_accept``), compile nothing. A second data
+part of it (a chain runs its steps in one call of up to :data:`CHUNK` steps,
+and the chains of a device one after the other), so another ``draws`` or
+``chains``, and the retries (twice the draws, a higher ``target_accept``),
+compile nothing; a chain longer than :data:`CHUNK` steps continues from the
+state reached in calls of a second program, compiled once. A second data
 set of the same structure in the process compiles nothing; in a new process
 the compilation is read from JAX's persistent cache (:func:`cache_dir`), so a
 machine compiles each structure once.
@@ -422,28 +423,28 @@ def _dirgen_model(k: int):
 
 
 #: Steps one call of the compiled program runs at most (:func:`_program`): the default
-#: run (500 warm-up steps and 1000 draws) in one call per chain; longer runs, such as a
-#: retry with twice the draws, continue from where the previous call stopped.
-CHUNK = 1500
+#: run (500 warm-up steps and 1000 draws) and its mixing retry (2000 draws) in one call
+#: per chain; a longer chain continues from where the previous call stopped.
+CHUNK = 2500
 
 
 @functools.lru_cache(maxsize=8)
 def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: int):
-    """The jitted ``start(key, v0, data) -> state`` and ``advance(state, count, data)``.
+    """The jitted ``first(key, v0, count, data)`` and ``more(state, count, data)``.
 
     ``model`` names the density: ``("structured", prior, k, kind)``
     (:func:`_structured_model`) or ``("dirgen", k)`` (:func:`_dirgen_model`).
-    ``start`` is NumPyro's NUTS initial state at ``v0`` (warm-up of ``tune``
-    steps, diagonal mass matrix); ``advance`` runs ``count`` (at most
-    :data:`CHUNK`) NUTS steps from a state and returns the state reached, the
-    sample stats of those steps and the derived draws, in :data:`CHUNK` rows
-    of which the first ``count`` are filled. The number of draws, of chains
-    and of calls are not part of the program, so a run of any length, and a
-    retry with longer chains, reuse it; ``data["target_accept"]`` is an
-    argument too (the step-size adaptation's target enters only its
-    arithmetic), so a retry at a higher target reuses it as well. Each
-    function handles one chain per device: one device, :func:`jax.jit`;
-    several, :func:`jax.pmap` over them.
+    ``first`` starts a chain at ``v0`` (NumPyro's NUTS, a warm-up of ``tune``
+    steps, diagonal mass matrix) and runs its first ``count`` (at most
+    :data:`CHUNK`) steps; ``more`` runs ``count`` more from the state reached.
+    Each returns the state reached, the derived draws and the sample stats of
+    its steps, in :data:`CHUNK` rows of which the first ``count`` are filled.
+    The numbers of draws and chains are not part of the programs, so a run of
+    any length reuses them (``more`` is compiled only when a chain is longer
+    than one call); ``data["target_accept"]`` is an argument too (the
+    step-size adaptation's target enters only its arithmetic), so a retry at
+    a higher target reuses them as well. Each function runs one chain per
+    device: one device, :func:`jax.jit`; several, :func:`jax.pmap` over them.
     """
     jax = import_jax()
     import jax.numpy as jnp
@@ -461,17 +462,11 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
                             max_tree_depth=max_tree_depth, model_args=(data,), rng_key=key)
         return state, sample_kernel
 
-    def start(key, v, data):
-        return kernels(key, v, data)[0]
-
     def stats(state):
         return (state.z, state.diverging, state.num_steps, state.adapt_state.step_size,
                 state.accept_prob, state.energy, -state.potential_energy)
 
-    def advance(state, count, data):
-        # the kernel's settings (warm-up length, tree depth, target) are set by its
-        # init; that initial state is not used (and not computed: nothing reads it)
-        _, sample_kernel = kernels(state.rng_key, state.z, data)
+    def steps(state, sample_kernel, count, data):
         rows = jax.tree_util.tree_map(
             lambda a: jnp.zeros((CHUNK, *jnp.shape(a)), dtype=jnp.result_type(a)), stats(state))
 
@@ -482,14 +477,30 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
             return state, rows
 
         state, (z, *rest) = jax.lax.fori_loop(0, count, step, (state, rows))
-        derived = jax.lax.map(lambda v: derive(v, data), z)
+        # the derived draws of the filled rows only
+        derived = jax.tree_util.tree_map(
+            lambda a: jnp.zeros((CHUNK, *jnp.shape(a)), dtype=jnp.result_type(a)),
+            derive(z[0], data))
+        derived = jax.lax.fori_loop(
+            0, count, lambda i, d: jax.tree_util.tree_map(
+                lambda r, a: r.at[i].set(a), d, derive(z[i], data)), derived)
         return state, derived, rest
 
+    def first(key, v, count, data):
+        state, sample_kernel = kernels(key, v, data)
+        return steps(state, sample_kernel, count, data)
+
+    def more(state, count, data):
+        # the kernel's settings (warm-up length, tree depth, target) are set by its
+        # init; that initial state is not used (and so not computed)
+        _, sample_kernel = kernels(state.rng_key, state.z, data)
+        return steps(state, sample_kernel, count, data)
+
     if devices == 1:
-        return jax.jit(start), jax.jit(advance)
+        return jax.jit(first), jax.jit(more)
     # one chain on each device, in parallel
-    return (jax.pmap(start, in_axes=(0, 0, None)),
-            jax.pmap(advance, in_axes=(0, None, None)))
+    return (jax.pmap(first, in_axes=(0, 0, None, None)),
+            jax.pmap(more, in_axes=(0, None, None)))
 
 
 def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[str, ...], *,
@@ -509,20 +520,23 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
     data["target_accept"] = np.float64(target_accept)
     devices = _devices(chains)
-    start, advance = _program(model, int(tune), int(max_tree_depth), devices)
+    first, more = _program(model, int(tune), int(max_tree_depth), devices)
     per_device = chains // devices
     total = int(tune) + int(draws)
     # chain c = d * per_device + j runs on device d, in its j-th turn
     parts: list[list[Any]] = []
     for j in range(per_device):
         idx = np.arange(devices) * per_device + j
-        state = start(keys[idx] if devices > 1 else keys[j], v0[idx] if devices > 1 else v0[j],
-                      data)
         pieces: list[Any] = []
         done = 0
         while done < total:
             count = min(CHUNK, total - done)
-            state, derived, rest = advance(state, np.int32(count), data)
+            if done == 0:
+                state, derived, rest = first(keys[idx] if devices > 1 else keys[j],
+                                             v0[idx] if devices > 1 else v0[j],
+                                             np.int32(count), data)
+            else:
+                state, derived, rest = more(state, np.int32(count), data)
             pieces.append(jax.tree_util.tree_map(
                 lambda a, c=count: _rows(np.asarray(a), c, devices), (derived, rest)))
             done += count
