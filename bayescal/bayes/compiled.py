@@ -8,8 +8,8 @@ compiled XLA program: NumPyro's NUTS kernel (:func:`numpyro.infer.hmc.hmc`,
 diagonal mass matrix adapted in warm-up) iterated by :func:`jax.lax.fori_loop`
 for up to :data:`CHUNK` steps a call (the default run, 500 warm-up steps and 1000
 draws, and its retry with 2000 draws are one call per chain), on the log density
-written here in JAX from the very functions the PyMC model uses (:mod:`bayescal.bayes.hierarchical`,
-:func:`bayescal.bayes.models.conditional_theta`,
+written here in JAX from the very functions the PyMC model uses
+(:mod:`bayescal.bayes.hierarchical`, :func:`bayescal.bayes.models.conditional_theta`,
 :func:`bayescal.bayes.models._loglik`). Nothing calls back into Python between
 two gradients.
 
