@@ -466,24 +466,25 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
         return (state.z, state.diverging, state.num_steps, state.adapt_state.step_size,
                 state.accept_prob, state.energy, -state.potential_energy)
 
-    def steps(state, sample_kernel, count, data):
-        rows = jax.tree_util.tree_map(
-            lambda a: jnp.zeros((CHUNK, *jnp.shape(a)), dtype=jnp.result_type(a)), stats(state))
+    def rows_of(shapes):
+        """Zeroed buffers of CHUNK rows for a tree of shapes (:func:`jax.eval_shape`)."""
+        return jax.tree_util.tree_map(lambda a: jnp.zeros((CHUNK, *a.shape), dtype=a.dtype),
+                                      shapes)
 
+    def put(rows, i, tree):
+        return jax.tree_util.tree_map(lambda r, a: r.at[i].set(a), rows, tree)
+
+    def steps(state, sample_kernel, count, data):
         def step(i, carry):
             state, rows = carry
             state = sample_kernel(state, model_args=(data,))
-            rows = jax.tree_util.tree_map(lambda r, a: r.at[i].set(a), rows, stats(state))
-            return state, rows
+            return state, put(rows, i, stats(state))
 
-        state, (z, *rest) = jax.lax.fori_loop(0, count, step, (state, rows))
+        state, (z, *rest) = jax.lax.fori_loop(0, count, step,
+                                              (state, rows_of(jax.eval_shape(stats, state))))
         # the derived draws of the filled rows only
-        derived = jax.tree_util.tree_map(
-            lambda a: jnp.zeros((CHUNK, *jnp.shape(a)), dtype=jnp.result_type(a)),
-            derive(z[0], data))
-        derived = jax.lax.fori_loop(
-            0, count, lambda i, d: jax.tree_util.tree_map(
-                lambda r, a: r.at[i].set(a), d, derive(z[i], data)), derived)
+        derived = jax.lax.fori_loop(0, count, lambda i, d: put(d, i, derive(z[i], data)),
+                                    rows_of(jax.eval_shape(derive, z[0], data)))
         return state, derived, rest
 
     def first(key, v, count, data):
@@ -529,12 +530,11 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
         idx = np.arange(devices) * per_device + j
         pieces: list[Any] = []
         done = 0
+        start = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
         while done < total:
             count = min(CHUNK, total - done)
             if done == 0:
-                state, derived, rest = first(keys[idx] if devices > 1 else keys[j],
-                                             v0[idx] if devices > 1 else v0[j],
-                                             np.int32(count), data)
+                state, derived, rest = first(*start, np.int32(count), data)
             else:
                 state, derived, rest = more(state, np.int32(count), data)
             pieces.append(jax.tree_util.tree_map(

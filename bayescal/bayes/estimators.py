@@ -1037,9 +1037,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         ``"jax"`` (structured priors only): the whole NUTS run (NumPyro's
         kernel, diagonal mass matrix adapted in warm-up, chains on one CPU
         device per core) compiled as one JAX program with the data as its
-        arguments, so a new data set of the same ``k`` (other draws, chains
-        and the retries included) compiles nothing and a new process reads the
-        program from JAX's disk cache
+        arguments, so a new data set of the same ``k``, other draws or chains,
+        and the retries compile nothing, and a new process reads the program
+        from JAX's disk cache
         (:mod:`bayescal.bayes.compiled`); it shows no progress bar.
         ``"auto"``: ``"jax"`` for the structured priors when NumPyro and JAX
         (``pip install 'bayescal[fast]'``) are installed; otherwise nutpie
