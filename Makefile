@@ -43,13 +43,16 @@ export BAYESCAL_JAX_CACHE ?= $(PYTENSOR_CACHE)/jax
 export BAYESCAL_REQUIRE_EXTRAS = 1
 
 # Packages go into each venv with uv (installed there by the venv's pip, from
-# PyPI), which fetches and unpacks them in parallel. --compile-bytecode writes
-# the .pyc files at install time, as pip does: where PYTHONDONTWRITEBYTECODE is
-# set (this project's machines set it) no process would write them later, and
-# every worker, notebook kernel and CLI process would compile its imports from
-# source (importing PyMC, JAX and ArviZ: 12 s against 5 s). Both venvs, fresh,
-# on this 2-core machine: 56 s against 74 s with pip (docs/benchmarks.md,
-# *The test command's own cost*).
+# PyPI), which fetches and unpacks them in parallel, and writes no bytecode.
+# Each module is compiled to a .pyc by the first process that imports it: make's
+# recipes run with PYTHONDONTWRITEBYTECODE unset (this project's machines set it,
+# and then every worker, notebook kernel and CLI process would compile its
+# imports from source: importing PyMC, JAX and ArviZ 12-14 s against 3-6 s).
+# Compiling every installed module up front (uv's --compile-bytecode, as pip
+# does) took 67 s for both venvs, fresh, on this 2-core machine, against 23 s
+# without; the modules the tests import then cost one compilation each, about
+# 8-10 CPU s a venv (docs/benchmarks.md, *The test command's own cost*).
+unexport PYTHONDONTWRITEBYTECODE
 # INSTALLER=pip installs with pip instead: pip reads pip.conf's index settings,
 # uv reads its own (UV_INDEX_URL, uv.toml).
 INSTALLER ?= uv
@@ -57,7 +60,7 @@ ifeq ($(INSTALLER),pip)
 venv_install = $(1)/python -m pip install -q
 else ifeq ($(INSTALLER),uv)
 venv_install = $(1)/python -m pip install -q uv && \
-  $(1)/python -m uv pip install -q --compile-bytecode --python $(1)/python
+  $(1)/python -m uv pip install -q --python $(1)/python
 else
 $(error INSTALLER must be uv or pip; got '$(INSTALLER)')
 endif
@@ -115,8 +118,7 @@ test-pymc5: $(STAMP)
 # them here as deselected.
 test-pymc6: $(STAMP_NEW)
 	$(BIN_NEW)/python -c '$(call stack_check,6)'
-	@echo "PyMC 6 stage: the tests marked 'once' are deselected here (they ran in the PyMC 5 stage):"
-	@$(BIN_NEW)/python -m pytest -q --collect-only -m once -p no:cacheprovider | tail -n 1
+	@echo "PyMC 6 stage: the tests marked 'once' ran in the PyMC 5 stage; pytest counts them as deselected here"
 	$(BIN_NEW)/python -m pytest $(PYTEST_ARGS) -m "not once"
 
 docs: $(STAMP)

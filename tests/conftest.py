@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -61,8 +62,11 @@ def pytensor_py_linker():
     For tests that only *evaluate* a model's log density or gradient at a few
     points: a cold C (PyMC 5) or Numba (PyMC 6) compilation of one graph takes
     25-40 s, the Python linker under a second, and the values are the same
-    graph's after the same rewrites. Never for sampling (each op would run in
-    Python). The cached compiled log posterior of
+    graph's after the same rewrites. ``cxx=""`` as well: ops with an inner
+    graph (a Scan, e.g. PyMC's ``d2logp``; PyTensor 3's inner functions) link
+    their inner function with a VM of their own, which would otherwise compile
+    C code (17-20 s cold for one structured log posterior or one ``d2logp``).
+    Never for sampling (each op would run in Python). The cached compiled log posterior of
     :func:`bayescal.bayes.models.structured_log_posterior` is cleared on entry
     and exit so that no other test reuses a function compiled this way.
     """
@@ -76,7 +80,7 @@ def pytensor_py_linker():
     models._structured_logp_fn.cache_clear()
     # without "fusion": fused elementwise ops would run per element in Python
     mode = Mode(linker="py", optimizer="fast_run").excluding("fusion")
-    with pytensor.config.change_flags(mode=mode):
+    with pytensor.config.change_flags(mode=mode, cxx=""):
         yield
     models._structured_logp_fn.cache_clear()
 
@@ -115,3 +119,21 @@ def pytest_collection_modifyitems(config, items):
         if _group(item) is None and _shares_a_module_fit(item):
             item.add_marker(pytest.mark.xdist_group(f"fits-{item.path.stem}"))
     items.sort(key=lambda item: _group(item) != "docs")  # stable: the order within each part stays
+
+
+def pytest_runtest_logreport(report):
+    """With ``BAYESCAL_TEST_TIMELINE=path``, append each phase's timing as a JSON line.
+
+    Written by the main process (under pytest-xdist the controller, which
+    receives every worker's reports): worker, node id, phase (``setup``,
+    ``call``, ``teardown``) and wall-clock start and stop. Read by
+    ``benchmarks/suite_timeline.py`` (how busy each worker was, and for how
+    long one waited for the other at the end).
+    """
+    path = os.environ.get("BAYESCAL_TEST_TIMELINE")
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"worker": worker, "nodeid": report.nodeid, "when": report.when,
+                            "start": report.start, "stop": report.stop}) + "\n")
