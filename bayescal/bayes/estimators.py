@@ -428,54 +428,58 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         self._check_size(data.x.shape[1])  # before any work, and before clearing a fit
         self._clear_fitted()
         try:
-            self.sampler_ = resolve_sampler(self.sampler, compiled=self._compiled_sampler())
-            data = self._choose_floor(data)
-            self._set_fit_data(data)
-            attempts = []
-            self._reused = {}  # what a retry takes from the first attempt (mode, whitening)
-            attempt: _Attempt | None = _Attempt(float(self.target_accept), int(self.draws))
-            while attempt is not None:
-                self._fit_posterior(data.x, data.y, attempt)
-                self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
-                whiten = self._reused.get("whitening")
-                if whiten is not None:
-                    self.diagnostics_["coordinates"] = (
-                        "centred" if isinstance(whiten, CentredWhitening) else "conditional")
-                if self.sampler_ not in _MCMC:
-                    break
-                attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
-                                 "divergences": self.diagnostics_["divergences"],
-                                 "passed": self.diagnostics_["passed"]})
-                self.diagnostics_["attempts"] = list(attempts)
-                attempt = self._retry(attempt)
-            self._reused = {}
-            post = _compat.group_dataset(self.idata_, "posterior")
-            A, c = canonical_draws(post["W"].values, post["b"].values)
-            post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
-                               c=(("chain", "draw", "class_out"), c))
-            # the map's parameters first (what az.summary lists first), the sampler's
-            # whitened coordinates (nutpie keeps xi, eta) after them
-            first = [v for v in (*self._diag_vars, "A", "c") if v in post.data_vars]
-            post = post[first + [v for v in post.data_vars if v not in first]]
-            _compat.set_group(self.idata_, "posterior", post)
-            if self.sampler_ in _MCMC:
-                hint = self._failure_hint(data.y, data.x.shape[1])
-                if len(attempts) > 1 or attempts[-1]["divergences"]:
-                    tries = [f"{a['draws']} draws per chain at target_accept="
-                             f"{a['target_accept']}: {a['divergences']} divergences"
-                             for a in attempts]
-                    hint = (f"Sampled {len(attempts)} time{'s' if len(attempts) > 1 else ''} "
-                            f"({'; then '.join(tries)}). {self._next_step(attempts)}"
-                            f"{hint}").strip()
-                enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
-                        idata=self.idata_, hint=hint)
-            if self.log_likelihood:
-                self._add_log_likelihood([(slice(None), data.x)], data.y)
-            self._stamp()
+            self._fit_validated(scores, y, data)
         except BaseException:
             self._clear_fitted()
             raise
         return self
+
+    def _fit_validated(self, scores: ArrayLike, y: ArrayLike, data: Any) -> None:
+        """``fit``'s work on validated ``data`` (an exception leaves the estimator unfitted)."""
+        self.sampler_ = resolve_sampler(self.sampler, compiled=self._compiled_sampler())
+        data = self._choose_floor(data)
+        self._set_fit_data(data)
+        attempts = []
+        self._reused = {}  # what a retry takes from the first attempt (mode, whitening)
+        attempt: _Attempt | None = _Attempt(float(self.target_accept), int(self.draws))
+        while attempt is not None:
+            self._fit_posterior(data.x, data.y, attempt)
+            self.diagnostics_ = self._diagnose()  # of the model's variables, not A, c
+            whiten = self._reused.get("whitening")
+            if whiten is not None:
+                self.diagnostics_["coordinates"] = (
+                    "centred" if isinstance(whiten, CentredWhitening) else "conditional")
+            if self.sampler_ not in _MCMC:
+                break
+            attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
+                             "divergences": self.diagnostics_["divergences"],
+                             "passed": self.diagnostics_["passed"]})
+            self.diagnostics_["attempts"] = list(attempts)
+            attempt = self._retry(attempt)
+        self._reused = {}
+        post = _compat.group_dataset(self.idata_, "posterior")
+        A, c = canonical_draws(post["W"].values, post["b"].values)
+        post = post.assign(A=(("chain", "draw", "class_out", "class_in"), A),
+                           c=(("chain", "draw", "class_out"), c))
+        # the map's parameters first (what az.summary lists first), the sampler's
+        # whitened coordinates (nutpie keeps xi, eta) after them
+        first = [v for v in (*self._diag_vars, "A", "c") if v in post.data_vars]
+        post = post[first + [v for v in post.data_vars if v not in first]]
+        _compat.set_group(self.idata_, "posterior", post)
+        if self.sampler_ in _MCMC:
+            hint = self._failure_hint(data.y, data.x.shape[1])
+            if len(attempts) > 1 or attempts[-1]["divergences"]:
+                tries = [f"{a['draws']} draws per chain at target_accept="
+                         f"{a['target_accept']}: {a['divergences']} divergences"
+                         for a in attempts]
+                hint = (f"Sampled {len(attempts)} time{'s' if len(attempts) > 1 else ''} "
+                        f"({'; then '.join(tries)}). {self._next_step(attempts)}"
+                        f"{hint}").strip()
+            enforce(self.diagnostics_, on_failure=self.on_failure, sampler=self.sampler_,
+                    idata=self.idata_, hint=hint)
+        if self.log_likelihood:
+            self._add_log_likelihood([(slice(None), data.x)], data.y)
+        self._stamp()
 
     def _next_step(self, attempts: list[dict[str, Any]]) -> str:
         """What to try after the tries ``attempts`` failed ("" when more of the same may do)."""
@@ -1221,21 +1225,11 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         """``eps="average"`` with a structured prior: a mixture over the two floors."""
         return isinstance(self.eps, str) and self.eps == "average" and self.prior in _STRUCTURED
 
-    def fit(self, scores: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
-        if sample_weight is not None or not self._averages_floors():
-            return super().fit(scores, y, sample_weight)
-        self._check_params()
-        data = self._fit_data(scores, y, eps=EPS)  # validates everything; writes nothing
-        self._check_size(data.x.shape[1])
-        self._clear_fitted()
-        try:
-            self._fit_floor_average(scores, y, data)
-        except BaseException:
-            self._clear_fitted()
-            raise
-        return self
-
-    fit.__doc__ = _BayesianFamilyBase.fit.__doc__
+    def _fit_validated(self, scores: ArrayLike, y: ArrayLike, data: Any) -> None:
+        if self._averages_floors():
+            self._fit_floor_average(scores, y, data)  # data at EPS: _param_floor of a word
+        else:
+            super()._fit_validated(scores, y, data)
 
     def _fit_floor_average(self, scores: ArrayLike, y: ArrayLike, data: Any) -> None:
         """``eps="average"``: the posteriors at the two floors, mixed by their evidence.
