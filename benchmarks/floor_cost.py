@@ -10,7 +10,10 @@ calibration draws as its first replication at this ``n``), fits the default
 ``BayesianDirichletCalibrator`` with ``eps="auto"`` and with ``eps="average"``
 one after the other in one process, after one warm-up fit of each (compiled
 programs loaded), and reports CPU seconds (process time, all threads) and
-wall seconds of each, the number of floors sampled, and the medians.
+wall seconds of each, the number of floors sampled, whether each fit passed its
+checks, and the medians. The first case's warm-up fits load or compile its
+programs only: a later case of another ``k`` compiles its own in its first
+(``"auto"``) fit, so compare runs of one commit against another case by case.
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ def main(argv=None) -> int:
                "auto_cpu": auto_cpu, "auto_wall": auto_wall,
                "average_cpu": avg_cpu, "average_wall": avg_wall,
                "floors_sampled": 1 if shares is None else len(shares),
-               "ratio_cpu": avg_cpu / auto_cpu}
+               "ratio_cpu": avg_cpu / auto_cpu,
+               "auto_passed": bool(auto.diagnostics_["passed"]),
+               "average_passed": bool(avg.diagnostics_["passed"])}
         rows.append(row)
         if args.out is not None:
             with open(args.out, "a") as f:
@@ -78,7 +83,8 @@ def main(argv=None) -> int:
            for key in ("auto_cpu", "average_cpu", "ratio_cpu")}
     print("medians", {key: round(v, 2) for key, v in med.items()},
           "cases with two floors sampled:", sum(r["floors_sampled"] == 2 for r in rows),
-          "of", len(rows))
+          "of", len(rows), "; passing their checks, auto / average:",
+          sum(r["auto_passed"] for r in rows), "/", sum(r["average_passed"] for r in rows))
     return 0
 
 
