@@ -1226,8 +1226,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         return isinstance(self.eps, str) and self.eps == "average" and self.prior in _STRUCTURED
 
     def _fit_validated(self, scores: ArrayLike, y: ArrayLike, data: Any) -> None:
+        """``eps="average"``: the mixture over the floors; otherwise one posterior.
+
+        ``data`` was validated at floor EPS (``_param_floor`` of ``"average"``),
+        the features :func:`bayescal.structured.floor_evidence` compares.
+        """
         if self._averages_floors():
-            self._fit_floor_average(scores, y, data)  # data at EPS: _param_floor of a word
+            self._fit_floor_average(scores, y, data)
         else:
             super()._fit_validated(scores, y, data)
 
