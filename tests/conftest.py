@@ -66,7 +66,10 @@ def pytensor_py_linker():
     graph (a Scan, e.g. PyMC's ``d2logp``; PyTensor 3's inner functions) link
     their inner function with a VM of their own, which would otherwise compile
     C code (17-20 s cold for one structured log posterior or one ``d2logp``).
-    Never for sampling (each op would run in Python). The cached compiled log posterior of
+    Not for NUTS runs of a real length (each op runs in Python: PyMC's NUTS on
+    test_bayes_dirlin's fixture took as much CPU as the cold compilation); short
+    optimisations are cheaper this way (test_bayes_samplers' ADVI, 3000 steps: 4-6 s
+    against 34-36 s cold, the same map). The cached compiled log posterior of
     :func:`bayescal.bayes.models.structured_log_posterior` is cleared on entry
     and exit so that no other test reuses a function compiled this way.
     """
