@@ -84,12 +84,22 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
 
     k = 3, n = 3000: every direction of the map is held by the data (the
     centred coordinates' condition holds), so the fit runs in centred
-    coordinates; the same fit forced into the conditional whitening gives the
-    same posterior within Monte Carlo error.
+    coordinates, its likelihood's rows in single precision
+    (``compiled._loglik_f32``); the same fit forced into the conditional
+    whitening (double precision) gives the same posterior within Monte Carlo
+    error.
     """
     import bayescal.bayes.laplace as laplace
-    from bayescal.bayes import _compat
+    from bayescal.bayes import _compat, compiled
 
+    kinds = []
+    run = compiled._run
+
+    def spy(model, data, *args, **kwargs):
+        kinds.append(model[3])
+        return run(model, data, *args, **kwargs)
+
+    monkeypatch.setattr(compiled, "_run", spy)
     q, y, _, _ = make_dirgen(3000, K, rng=[3, 1])
     # the default warm-up (tune="auto": 300 steps in centred coordinates);
     # tail ESS of tau at seeds 0-3: 875, 584, 1139, 951 (PyMC 6; seed 2, 858 on PyMC 5);
@@ -102,6 +112,8 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
     cond = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
     assert cond.diagnostics_["coordinates"] == "conditional"
     assert cond.tune_ == SMALL["tune"]  # an integer tune is used as given
+    # the centred fit's likelihood rows in single precision, the conditional's in double
+    assert kinds == ["centred_f32", "conditional"]
 
     for name in ("s", "tau", "W"):
         a, b = (np.asarray(e.idata_.posterior[name].values) for e in (centred, cond))
