@@ -120,12 +120,11 @@ def test_single_precision_rows_are_the_likelihood_to_float32_rounding(n, k):
     rng = np.random.default_rng(3)
     base = compiled._data(x, y, compiled.row_bucket(n)) | {
         "loc": rng.normal(0.0, 0.3, dim), "chol": 0.05 * np.eye(dim)}
-    low = {key: v for key, v in base.items() if key != "x"}
-    low["x_t32"] = np.ascontiguousarray(base["x"].T, dtype=np.float32)
-    exact, single = (jax.jit(jax.value_and_grad(
-        lambda v, kind=kind, d=d: compiled._map_and_density(kind, prior, k)(v, d)[0]))
-        for kind, d in (("centred", base), ("centred_f32", low)))
+    low = compiled._single_precision_rows(base)  # as the sampler passes them
     density = compiled._map_and_density("centred", prior, k)
+    exact, single = (jax.jit(jax.value_and_grad(lambda v, f=f, d=d: f(v, d)[0]))
+                     for f, d in ((density, base),
+                                  (compiled._map_and_density("centred_f32", prior, k), low)))
     for _ in range(5):
         v = rng.normal(size=dim)
         (a, ga), (b, gb) = exact(v), single(v)

@@ -237,6 +237,13 @@ def _loglik_f32(W: Any, b: Any, x_t32: Any, counts: Any, sums: Any, weights: Any
     return jnp.sum(W * sums) + jnp.dot(b, counts) - rows
 
 
+def _single_precision_rows(data: dict[str, Array]) -> dict[str, Array]:
+    """``data`` (:func:`_data`) for :func:`_loglik_f32`: ``x`` as ``x_t32``, classes x rows."""
+    out = {key: value for key, value in data.items() if key != "x"}
+    out["x_t32"] = np.ascontiguousarray(data["x"].T, dtype=np.float32)
+    return out
+
+
 def _map_and_density(kind: str, prior: StructuredPrior, k: int):
     """``f(v, data) -> (log density, theta, s, W, b)`` in the coordinates ``kind``.
 
@@ -642,9 +649,9 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     dim = n_params(prior, k)
     if isinstance(whiten, CentredWhitening):
         kind = "centred_f32"
-        data["x_t32"] = np.ascontiguousarray(data.pop("x").T, dtype=np.float32)
-        data |= {"loc": np.asarray(whiten.loc, dtype=np.float64),
-                 "chol": np.asarray(whiten.chol, dtype=np.float64)}
+        data = _single_precision_rows(data) | {
+            "loc": np.asarray(whiten.loc, dtype=np.float64),
+            "chol": np.asarray(whiten.chol, dtype=np.float64)}
     elif all(prior.present) and k >= LOWRANK_MIN_K:
         kind = "lowrank"
         data |= lowrank_data(whiten, prior, k)
