@@ -11,10 +11,11 @@ steps of each), so a gradient of 1 ms is a fit of a couple of minutes.
 For each ``k x n`` the gradient is timed in the sampled coordinate systems of
 :mod:`bayescal.bayes.compiled`: ``conditional`` (a Cholesky factorisation of
 a ``(k^2 - 1)``-square matrix per gradient), ``lowrank`` (the same
-whitening through a thin QR of ``(k^2 - 1) x (2k - 1)`` and a Cholesky of
+whitening through a ``(k^2 - 1) x (2k - 1)`` factor and two Choleskys of
 ``2k - 1``, :func:`~bayescal.bayes.compiled.lowrank_theta`) and ``centred``
 (a fixed whitening: one matrix-vector product of that size, no
-factorisation). The
+factorisation); ``--kinds`` adds ``lowrank_f32`` and the like, the same
+coordinates with the likelihood's rows in single precision. The
 whitening matrices are random stand-ins of the right shape (the cost does not
 depend on their values); the rows are padded to the program's bucket as in a
 fit. Reported: the median of 5 runs of 200 gradients each, in ms, and the
@@ -34,11 +35,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--kinds", default="conditional,lowrank,centred",
+                    help="coordinate systems, comma-separated; a suffix _f32 computes the "
+                         "likelihood's rows in single precision (compiled._loglik_f32)")
     args = ap.parse_args()
 
     from bayescal.bayes import BayesianDirichletCalibrator
     from bayescal.bayes.compiled import (
         _data,
+        _single_precision_rows,
         _value_and_grad,
         import_jax,
         lowrank_data,
@@ -60,16 +65,19 @@ def main() -> None:
         dim = n_params(prior, k)
         coefs = dim - n_hyper
         data = _data(x, y, row_bucket(n))
-        for kind in ("conditional", "lowrank", "centred"):
+        for kind in args.kinds.split(","):
             d = dict(data)
             raw = k * (k + 1)  # the Fisher matrix is in the raw (W, b) coordinates
             a = rng.standard_normal((raw, raw))
             whiten = ConditionalWhitening(hyper_loc=np.zeros(n_hyper), fisher=a @ a.T / raw,
                                           grad=np.zeros(raw), r_star=np.zeros(raw))
-            if kind == "conditional":
+            base = kind.removesuffix("_f32")
+            if base != kind:
+                d = _single_precision_rows(d)
+            if base == "conditional":
                 d.update(fisher=whiten.fisher, grad=whiten.grad, r_star=whiten.r_star,
                          hyper_loc=whiten.hyper_loc)
-            elif kind == "lowrank":
+            elif base == "lowrank":
                 d.update(lowrank_data(whiten, prior, k))
             else:
                 d.update(loc=np.zeros(dim), chol=np.eye(dim) * 0.1)

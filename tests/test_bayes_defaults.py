@@ -84,10 +84,10 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
 
     k = 3, n = 3000: every direction of the map is held by the data (the
     centred coordinates' condition holds), so the fit runs in centred
-    coordinates, its likelihood's rows in single precision
-    (``compiled._loglik_f32``); the same fit forced into the conditional
-    whitening (double precision) gives the same posterior within Monte Carlo
-    error.
+    coordinates; the same fit forced into the conditional whitening gives the
+    same posterior within Monte Carlo error. Both compute the likelihood's rows
+    in single precision (``compiled._loglik_f32``, from
+    ``compiled.SINGLE_PRECISION_MIN_ROWS`` padded rows in every coordinate system).
     """
     import bayescal.bayes.laplace as laplace
     from bayescal.bayes import _compat, compiled
@@ -112,8 +112,8 @@ def test_data_dominated_posterior_samples_centred_coordinates(monkeypatch):
     cond = BayesianDirichletCalibrator(random_seed=2, **SMALL).fit(q, y)
     assert cond.diagnostics_["coordinates"] == "conditional"
     assert cond.tune_ == SMALL["tune"]  # an integer tune is used as given
-    # the centred fit's likelihood rows in single precision, the conditional's in double
-    assert kinds == ["centred_f32", "conditional"]
+    # the likelihood's rows in single precision in both (3072 padded rows)
+    assert kinds == ["centred_f32", "conditional_f32"]
 
     for name in ("s", "tau", "W"):
         a, b = (np.asarray(e.idata_.posterior[name].values) for e in (centred, cond))
@@ -287,19 +287,41 @@ def test_divergences_resample_at_the_retry_target(data, monkeypatch):
 
 
 def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
-    """No divergences but R-hat or ESS short: sampled again with retry_draws per chain."""
+    """No divergences but R-hat or ESS short: sampled again with retry_draws per chain.
+
+    The compiled sampler's retry continues the first try's chains for the extra
+    draws only (``compiled.Chains``), and gets exactly the draws of a fresh run
+    of that length with the same seed.
+    """
     import bayescal.bayes.estimators as mod
+    from bayescal.bayes import _compat
 
     used = _failing_first(mod, monkeypatch, ess_tail_min=341.0)
+    resumed = []
+    inner = mod.sample_compiled
+
+    def spy(*args, **kwargs):
+        resumed.append(kwargs["resume"] is not None)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(mod, "sample_compiled", spy)
     q, y = data
     # draws = 500, so that the retry's 1000 draws run the program the module's other
     # fits (SMALL) compiled; then a given retry_draws unlike "auto"'s, likewise 1000
     small = SMALL | {"draws": 500}
     est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **small).fit(q, y)
     assert used == [(0.95, 500), (0.95, 1000)]  # "auto": twice draws
+    assert resumed == [False, True]
     assert est.diagnostics_["passed"] and est.diagnostics_["n_draws"] == 1000
     assert est.posterior_draws("W").shape[0] == SMALL["chains"] * 1000
     assert [a["draws"] for a in est.diagnostics_["attempts"]] == [500, 1000]
+    used.clear()  # the first fit of the list fails: this one is a fresh run of 1000 draws
+    used.append(None)
+    fresh = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
+    assert resumed == [False, True, False] and fresh.diagnostics_["passed"]
+    for group, name in (("posterior", "W"), ("posterior", "s"), ("sample_stats", "step_size")):
+        np.testing.assert_array_equal(
+            *(np.asarray(_compat.group_dataset(e.idata_, group)[name]) for e in (est, fresh)))
     used.clear()
     BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_draws=1000,
                                 **(small | {"draws": 400})).fit(q, y)

@@ -10,7 +10,8 @@ for up to :data:`CHUNK` steps a call (the default run, 500 warm-up steps and 100
 draws, and its retry with 2000 draws are one call per chain), on the log density
 written here in JAX from the very functions the PyMC model uses
 (:mod:`bayescal.bayes.hierarchical`, :func:`bayescal.bayes.models.conditional_theta`,
-:func:`bayescal.bayes.models._loglik`; in the centred coordinates, the
+:func:`bayescal.bayes.models._loglik`; in the centred coordinates and from
+:data:`SINGLE_PRECISION_MIN_ROWS` rows in every coordinate system, the
 likelihood's rows in single precision, :func:`_loglik_f32`). Nothing calls back
 into Python between two gradients.
 
@@ -20,8 +21,8 @@ the conditional whitening of :class:`~bayescal.bayes.models.ConditionalWhitening
 (whose PyMC form factorises an ``m x m`` matrix per gradient, ``m = k^2 - 1``)
 is written in the centred coefficients, where the prior precision given the
 hyperparameters is a scalar plus a fixed correction of rank ``2k - 1``
-(:func:`lowrank_theta`): a thin QR and a ``(2k - 1)``-square Cholesky per
-gradient instead, the same posterior (from :data:`LOWRANK_MIN_K` classes).
+(:func:`lowrank_theta`): two ``(2k - 1)``-square Choleskys per gradient
+instead, the same posterior (from :data:`LOWRANK_MIN_K` classes).
 Only a diagonal mass matrix is adapted: a dense one, estimated from warm-up
 windows of 25-100 draws in about 100 dimensions (k = 10), is close to singular
 after NumPyro's regularisation, and then every trajectory ran to the depth
@@ -38,9 +39,11 @@ and the number of rows rounded up to a bucket (:func:`row_bucket`; padded rows
 have weight 0 and change nothing). The numbers of draws and chains are not
 part of it (a chain runs its steps in one call of up to :data:`CHUNK` steps,
 and the chains of a device one after the other), so another ``draws`` or
-``chains``, and the retries (twice the draws, a higher ``target_accept``),
-compile nothing; a chain longer than :data:`CHUNK` steps continues from the
-state reached in calls of a second program, compiled once. A second data
+``chains``, and the divergence retry (a higher ``target_accept``) compile
+nothing; a chain longer than :data:`CHUNK` steps, and the mixing retry's
+longer chains (which continue the first try's chains, :class:`Chains`,
+rather than run them again), continue from the state reached in calls of a
+second program, compiled once. A second data
 set of the same structure in the process compiles nothing; in a new process
 the compilation is read from JAX's persistent cache (:func:`cache_dir`), so a
 machine compiles each structure once.
@@ -67,6 +70,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +89,7 @@ from bayescal.bayes.hierarchical import (
 )
 from bayescal.dirichlet import SufficientStatistics
 
-__all__ = ["cache_dir", "import_jax", "log_posterior", "lowrank_data", "lowrank_theta",
+__all__ = ["Chains", "cache_dir", "import_jax", "log_posterior", "lowrank_data", "lowrank_theta",
            "row_bucket", "sample", "sample_dirgen"]
 
 Array = NDArray[np.float64]
@@ -97,6 +101,14 @@ Array = NDArray[np.float64]
 #: 1.2 s and 1.8 s against 1.5 s and 2.2 s, at k = 4-6 the low-rank form was
 #: 5-20 % faster and at k = 10 5.3 times (docs/benchmarks.md, *Compiled sampler*).
 LOWRANK_MIN_K = 4
+
+#: Fewest padded rows (:func:`row_bucket`) from which the conditional coordinates
+#: (and the low-rank ones) also compute the likelihood's rows in single precision
+#: (:func:`_loglik_f32`; the centred coordinates always do). Below it the rows are
+#: not what a gradient costs (k = 10: 0.42 against 0.39 ms a gradient at 1024
+#: rows, 0.64 against 0.36 ms at 2048), and the funnel's neck, where a chain's
+#: draws are sensitive to any change of rounding, is where the prior dominates.
+SINGLE_PRECISION_MIN_ROWS = 2048
 
 #: Sample stats kept per draw, by ArviZ's names.
 STATS = ("diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate", "energy", "lp")
@@ -220,8 +232,11 @@ def _loglik_f32(W: Any, b: Any, x_t32: Any, counts: Any, sums: Any, weights: Any
     summed size of the exact one (at most 2e-3 nats at points spread about
     the mode, ``k = 10``, ``n = 5000``), far below a leapfrog step's change
     where the data hold every direction of the map. The compiled sampler
-    uses it in the centred coordinates only; the conditional coordinates
-    (small ``n``, a hierarchical funnel) keep the exact float64 rows of
+    uses it in the centred coordinates and, from :data:`SINGLE_PRECISION_MIN_ROWS`
+    padded rows, in the conditional ones too (real CIFAR-10 outputs,
+    ``k = 10``, ``n = 5000``: 1.6-2.3 times faster, docs/benchmarks.md,
+    *Single precision at many rows*); with fewer rows the conditional
+    coordinates (a hierarchical funnel) keep the exact float64 rows of
     :func:`~bayescal.bayes.models._loglik`: there a chain's draws are
     sensitive to any change of rounding (at ``k = 10``, ``n = 100`` one seed's
     chain stalled at a step size of 1e-15 with this layout, in float32 and in
@@ -251,7 +266,8 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
     centred, :mod:`bayescal.bayes.hierarchical`); ``"centred"``: ``v = z``
     with ``theta = loc + chol z`` (:class:`~bayescal.bayes.models.CentredWhitening`);
     ``"centred_f32"``: the same, with the likelihood's rows in single precision
-    (:func:`_loglik_f32`; the sampler's form of ``"centred"``);
+    (:func:`_loglik_f32`; the sampler's form of ``"centred"``; the suffix
+    ``"_f32"`` does the same to any of these coordinates);
     ``"conditional"``: ``v = (eta - hyper_loc, xi)``
     (:class:`~bayescal.bayes.models.ConditionalWhitening`); ``"lowrank"``:
     the same conditional whitening written in the centred coordinates
@@ -264,6 +280,8 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
     from bayescal.bayes.models import _loglik, conditional_theta
 
     n_hyper = 1 + sum(prior.sampled)
+    single = kind.endswith("_f32")
+    kind = kind.removesuffix("_f32")
 
     def f(v: Any, data: dict[str, Any]):
         jac = 0.0
@@ -271,7 +289,7 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
             theta, to_map, density = v, structured_map, log_prior
         elif kind == "centred_theta":
             theta, to_map, density = v, centred_map, centred_log_prior
-        elif kind in ("centred", "centred_f32"):
+        elif kind == "centred":
             theta = data["loc"] + jnp.dot(data["chol"], v)
             to_map, density = centred_map, centred_log_prior
         elif kind == "lowrank":
@@ -284,7 +302,7 @@ def _map_and_density(kind: str, prior: StructuredPrior, k: int):
             theta, jac = conditional_theta(eta, xi, data, prior, k, jnp, _JaxLinalg)
             to_map, density = structured_map, log_prior
         s, W, b = to_map(theta, prior, k, jnp)
-        if kind == "centred_f32":
+        if single:
             loglik = _loglik_f32(W, b, data["x_t32"], data["counts"], data["sums"],
                                  data["weights"])
         else:
@@ -339,7 +357,11 @@ def lowrank_theta(eta: Any, xi: Any, data: dict[str, Any], prior: StructuredPrio
     In the eigenbasis of the likelihood's :math:`F_c` (:func:`lowrank_data`),
     :math:`P = S^2 + \hat Y D \hat Y^\top` with
     :math:`S^2 = \mathrm{diag}(\lambda_F + \alpha)`. With
-    :math:`S^{-1}\hat Y = Q R` (thin QR) and
+    :math:`S^{-1}\hat Y = Q R` (the thin QR, computed as :math:`R = C^\top`
+    from the Cholesky :math:`C C^\top` of the ``r x r`` Gram matrix
+    :math:`\hat Y^\top S^{-2} \hat Y`, with :math:`Q = S^{-1}\hat Y C^{-\top}`
+    only ever applied, never formed: 0.22 against 0.33 ms a gradient with a
+    QR at ``k = 10``, ``n = 300``) and
     :math:`I_r + R D R^\top = L L^\top`, the matrix
     :math:`T = I - QQ^\top + Q L Q^\top` has :math:`T T^\top =
     I + S^{-1}\hat Y D \hat Y^\top S^{-1}`, so :math:`A = S^{-1} T^{-\top}`
@@ -372,17 +394,24 @@ def lowrank_theta(eta: Any, xi: Any, data: dict[str, Any], prior: StructuredPrio
     d = jnp.concatenate([jnp.full(k - 1, lam_b - alpha), jnp.full(k, g)])
     lam = data["lam_F"] + alpha
     sinv = 1.0 / jnp.sqrt(lam)
-    Q, R = jnp.linalg.qr(sinv[:, None] * data["Y_hat"])
-    L = jnp.linalg.cholesky(jnp.eye(2 * k - 1) + (R * d[None, :]) @ R.T)
+    U = sinv[:, None] * data["Y_hat"]  # = Q R, the thin QR, with R = C' from U'U = C C'
+    C = jnp.linalg.cholesky(U.T @ U)
+    L = jnp.linalg.cholesky(jnp.eye(2 * k - 1) + (C.T * d[None, :]) @ C)
+
+    def q_t(z: Any) -> Any:  # Q'z = C^-1 U'z
+        return solve_triangular(C, U.T @ z, lower=True)
+
+    def q_dot(w: Any) -> Any:  # Q w = U C^-T w
+        return U @ solve_triangular(C.T, w, lower=False)
 
     def a_dot(z: Any) -> Any:  # A z = S^-1 (z - Q Q'z + Q L^-T Q'z)
-        qz = Q.T @ z
-        return sinv * (z - Q @ qz + Q @ solve_triangular(L.T, qz, lower=False))
+        qz = q_t(z)
+        return sinv * (z + q_dot(solve_triangular(L.T, qz, lower=False) - qz))
 
     def at_dot(z: Any) -> Any:  # A' z = (I - QQ' + Q L^-1 Q') S^-1 z
         z = sinv * z
-        qz = Q.T @ z
-        return z - Q @ qz + Q @ solve_triangular(L, qz, lower=True)
+        qz = q_t(z)
+        return z + q_dot(solve_triangular(L, qz, lower=True) - qz)
 
     h = data["h_hat"] + s * (alpha + g * (1.0 - 1.0 / k)) * data["u0_hat"]
     c = data["V"] @ a_dot(at_dot(h) + xi)
@@ -550,44 +579,82 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
             jax.pmap(more, in_axes=(0, None, None)))
 
 
+@dataclass
+class Chains:
+    """Where the chains of a compiled run stopped, to run them longer (``resume``).
+
+    Returned by :func:`sample` and :func:`sample_dirgen` under the key
+    ``"chains"``; passed back as their ``resume``, the same chains continue
+    from their last states (warm-up done, step size and mass matrix adapted)
+    for the extra draws only, and the draws of the longer run are those of a
+    fresh run of that length with the same seed (the first ``draws`` are the
+    same steps of the same program; the rest continue each chain's state,
+    random key included). The estimators' mixing retry (``retry_draws``)
+    uses it instead of starting over: at twice the draws it runs 1000 steps
+    per chain where a fresh run would run 2500.
+    """
+
+    model: tuple[Any, ...]
+    tune: int
+    max_tree_depth: int
+    target_accept: float
+    chains: int
+    #: per turn (one chain per device at a time): the last state and the rows so far
+    states: list[Any]
+    pieces: list[list[Any]]
+    done: int
+
+
 def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[str, ...], *,
          draws: int, tune: int, chains: int, random_seed: int | None, target_accept: float,
-         max_tree_depth: int) -> dict[str, dict[str, Array]]:
+         max_tree_depth: int, resume: Chains | None = None) -> dict[str, Any]:
     """Run :func:`_program` from jittered starts near ``v = 0``; the draws of ``names``.
 
     The chains are shared out among the devices (:func:`_devices`), one chain
     per device at a time; each chain runs its ``tune + draws`` steps in calls
     of at most :data:`CHUNK` steps, and its first ``tune`` steps (the warm-up)
-    are dropped.
+    are dropped. ``resume`` (a :class:`Chains` of the same model, warm-up,
+    target and chains, fewer steps) continues its chains instead; the result
+    holds a :class:`Chains` under ``"chains"``.
     """
     jax = import_jax()
-    rng = np.random.default_rng(random_seed)
-    # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
-    v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
-    keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
     data["target_accept"] = np.float64(target_accept)
     devices = _devices(chains)
     first, more = _program(model, int(tune), int(max_tree_depth), devices)
     per_device = chains // devices
     total = int(tune) + int(draws)
+    if resume is None:
+        rng = np.random.default_rng(random_seed)
+        # each chain starts near the mode (v = 0), jittered as PyMC's "jitter+adapt_diag"
+        v0 = rng.uniform(-1.0, 1.0, size=(chains, dim)) * 0.5
+        keys = jax.random.split(jax.random.key(int(rng.integers(2**31 - 1))), chains)
+        states: list[Any] = [None] * per_device
+        pieces: list[list[Any]] = [[] for _ in range(per_device)]
+        done0 = 0
+    else:
+        if (resume.model, resume.tune, resume.max_tree_depth, resume.target_accept,
+                resume.chains) != (model, int(tune), int(max_tree_depth), float(target_accept),
+                                   chains) or resume.done > total:
+            raise ValueError("resume continues the chains of the same model, warm-up, "
+                             "target_accept and chains, to as many steps or more")
+        states, pieces, done0 = list(resume.states), [list(p) for p in resume.pieces], resume.done
     # chain c = d * per_device + j runs on device d, in its j-th turn
-    parts: list[list[Any]] = []
+    parts: list[Any] = []
     for j in range(per_device):
         idx = np.arange(devices) * per_device + j
-        pieces: list[Any] = []
-        done = 0
-        start = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
+        done = done0
         while done < total:
             count = min(CHUNK, total - done)
             if done == 0:
-                state, derived, rest = first(*start, np.int32(count), data)
+                start = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
+                states[j], derived, rest = first(*start, np.int32(count), data)
             else:
-                state, derived, rest = more(state, np.int32(count), data)
-            pieces.append(jax.tree_util.tree_map(
+                states[j], derived, rest = more(states[j], np.int32(count), data)
+            pieces[j].append(jax.tree_util.tree_map(
                 lambda a, c=count: _rows(np.asarray(a), c, devices), (derived, rest)))
             done += count
         parts.append(jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=1)[:, tune:],
-                                            *pieces))
+                                            *pieces[j]))
     # (turn, device, step, ...) -> (chain, step, ...), chain = device * per_device + turn
     derived, rest = jax.tree_util.tree_map(
         lambda *a: np.stack(a, axis=1).reshape(chains, *a[0].shape[1:]), *parts)
@@ -602,7 +669,10 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
         "energy": np.asarray(energy, dtype=np.float64),
         "lp": np.asarray(lp, dtype=np.float64),
     }
-    return {"posterior": post, "sample_stats": sample_stats}
+    return {"posterior": post, "sample_stats": sample_stats,
+            "chains": Chains(model=model, tune=int(tune), max_tree_depth=int(max_tree_depth),
+                             target_accept=float(target_accept), chains=chains, states=states,
+                             pieces=pieces, done=total)}
 
 
 def _rows(a: Array, count: int, devices: int) -> Array:
@@ -612,7 +682,7 @@ def _rows(a: Array, count: int, devices: int) -> Array:
 
 def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, draws: int,
            tune: int, chains: int, random_seed: int | None, target_accept: float,
-           max_tree_depth: int = 10) -> dict[str, dict[str, Array]]:
+           max_tree_depth: int = 10, resume: Chains | None = None) -> dict[str, Any]:
     """Sample the structured model with the compiled NUTS (module docstring).
 
     Parameters
@@ -632,12 +702,17 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         Step-size adaptation target.
     max_tree_depth : int, default=10
         NUTS' largest tree depth (at most ``2**max_tree_depth`` leapfrog steps).
+    resume : Chains, optional
+        The ``"chains"`` of an earlier call on the same data with the same
+        settings and fewer draws: its chains continue for the extra draws
+        (:class:`Chains`); ``random_seed`` is then not used.
 
     Returns
     -------
     groups : dict
-        ``{"posterior": {"s", "tau", "W", "b", "theta"}, "sample_stats": {...}}``,
-        arrays with leading axes ``(chain, draw)`` (sample stats :data:`STATS`).
+        ``{"posterior": {"s", "tau", "W", "b", "theta"}, "sample_stats": {...},
+        "chains": Chains}``, arrays with leading axes ``(chain, draw)`` (sample
+        stats :data:`STATS`).
     """
     from bayescal.bayes.models import CentredWhitening
 
@@ -645,13 +720,14 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     x = np.ascontiguousarray(x, dtype=np.float64)
     y = np.asarray(y)
     k = x.shape[1]
-    data = _data(x, y, row_bucket(x.shape[0]))
+    rows = row_bucket(x.shape[0])
+    data = _data(x, y, rows)
     dim = n_params(prior, k)
-    if isinstance(whiten, CentredWhitening):
-        kind = "centred_f32"
-        data = _single_precision_rows(data) | {
-            "loc": np.asarray(whiten.loc, dtype=np.float64),
-            "chol": np.asarray(whiten.chol, dtype=np.float64)}
+    centred = isinstance(whiten, CentredWhitening)
+    if centred:
+        kind = "centred"
+        data |= {"loc": np.asarray(whiten.loc, dtype=np.float64),
+                 "chol": np.asarray(whiten.chol, dtype=np.float64)}
     elif all(prior.present) and k >= LOWRANK_MIN_K:
         kind = "lowrank"
         data |= lowrank_data(whiten, prior, k)
@@ -661,15 +737,18 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
                  "fisher": np.asarray(whiten.fisher, dtype=np.float64),
                  "grad": np.asarray(whiten.grad, dtype=np.float64),
                  "r_star": np.asarray(whiten.r_star, dtype=np.float64)}
+    if centred or rows >= SINGLE_PRECISION_MIN_ROWS:
+        kind += "_f32"
+        data = _single_precision_rows(data)
     return _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
                 draws=draws, tune=tune, chains=chains, random_seed=random_seed,
-                target_accept=target_accept, max_tree_depth=max_tree_depth)
+                target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume)
 
 
 def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Array, Array], *,
                   draws: int, tune: int, chains: int, random_seed: int | None,
-                  target_accept: float, max_tree_depth: int = 10
-                  ) -> dict[str, dict[str, Array]]:
+                  target_accept: float, max_tree_depth: int = 10,
+                  resume: Chains | None = None) -> dict[str, Any]:
     """Sample the DirGen concentrations with the compiled NUTS (:func:`_dirgen_model`).
 
     One program per ``k`` (and warm-up length): the statistics, the whitening and
@@ -686,14 +765,14 @@ def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Arr
     whiten : (loc, chol)
         The mode of ``ln alpha`` (k, k) and per-class Cholesky factors (k, k, k)
         of its inverse negative Hessian there.
-    draws, tune, chains, random_seed, target_accept, max_tree_depth
+    draws, tune, chains, random_seed, target_accept, max_tree_depth, resume
         As :func:`sample`.
 
     Returns
     -------
     groups : dict
-        ``{"posterior": {"alpha"}, "sample_stats": {...}}``, leading axes
-        ``(chain, draw)``.
+        ``{"posterior": {"alpha"}, "sample_stats": {...}, "chains": Chains}``,
+        leading axes ``(chain, draw)``.
     """
     counts = np.asarray(counts, dtype=np.float64)
     k = counts.shape[0]
@@ -703,4 +782,4 @@ def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Arr
             "sigma": np.float64(prior.log_alpha_sigma)}
     return _run(("dirgen", k), data, k * k, ("alpha",), draws=draws, tune=tune,
                 chains=chains, random_seed=random_seed, target_accept=target_accept,
-                max_tree_depth=max_tree_depth)
+                max_tree_depth=max_tree_depth, resume=resume)
