@@ -333,6 +333,33 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
     assert used == [(0.95, 500)]
 
 
+def test_generative_mixing_retry_continues_its_chains(data, monkeypatch):
+    """The generative calibrator's mixing retry continues its compiled chains too: the
+    same draws as a fresh run of twice the draws with the same seed."""
+    import bayescal.bayes.estimators as mod
+    from bayescal.bayes import _compat
+
+    checked = []
+    real_diagnose = mod.diagnose
+
+    def diagnose(*args, **kwargs):
+        out = real_diagnose(*args, **kwargs)
+        checked.append(1)
+        if len(checked) == 1:
+            out.update(ess_tail_min=341.0, passed=False, problems=["made to fail"])
+        return out
+
+    monkeypatch.setattr(mod, "diagnose", diagnose)
+    kw = {"random_seed": 1, "tune": 500, "chains": 4, "progressbar": False}
+    est = BayesianGenerativeCalibrator(draws=500, **kw).fit(*data)
+    assert [a["draws"] for a in est.diagnostics_["attempts"]] == [500, 1000]
+    fresh = BayesianGenerativeCalibrator(draws=1000, **kw).fit(*data)
+    assert len(fresh.diagnostics_["attempts"]) == 1
+    for group, name in (("posterior", "alpha"), ("sample_stats", "step_size")):
+        np.testing.assert_array_equal(
+            *(np.asarray(_compat.group_dataset(e.idata_, group)[name]) for e in (est, fresh)))
+
+
 def test_convergence_error_leaves_the_estimator_unfitted(data):
     q, y = data
     # 2 x 30 draws cannot reach an ESS of 400; the default warm-up, so that the
