@@ -259,9 +259,10 @@ def _failing_first(mod, monkeypatch, **failure):
             d.update(failure, passed=False, problems=[f"made to fail: {failure}"])
         return d
 
-    # the PyMC samplers and the compiled one (sampler="jax", the default here)
+    # the PyMC samplers and the compiled ones (sampler="jax", the default here)
     monkeypatch.setattr(mod, "sample_model", recording(mod.sample_model))
     monkeypatch.setattr(mod, "sample_compiled", recording(mod.sample_compiled))
+    monkeypatch.setattr(mod, "sample_compiled_dirgen", recording(mod.sample_compiled_dirgen))
     monkeypatch.setattr(mod, "diagnose", diagnose)
     return used
 
@@ -339,20 +340,12 @@ def test_generative_mixing_retry_continues_its_chains(data, monkeypatch):
     import bayescal.bayes.estimators as mod
     from bayescal.bayes import _compat
 
-    checked = []
-    real_diagnose = mod.diagnose
-
-    def diagnose(*args, **kwargs):
-        out = real_diagnose(*args, **kwargs)
-        checked.append(1)
-        if len(checked) == 1:
-            out.update(ess_tail_min=341.0, passed=False, problems=["made to fail"])
-        return out
-
-    monkeypatch.setattr(mod, "diagnose", diagnose)
+    used = _failing_first(mod, monkeypatch, ess_tail_min=341.0)
     kw = {"random_seed": 1, "tune": 500, "chains": 4, "progressbar": False}
     est = BayesianGenerativeCalibrator(draws=500, **kw).fit(*data)
-    assert [a["draws"] for a in est.diagnostics_["attempts"]] == [500, 1000]
+    assert used == [(0.8, 500), (0.8, 1000)]
+    used.clear()  # the first fit of the list fails: this one is a fresh run of 1000 draws
+    used.append(None)
     fresh = BayesianGenerativeCalibrator(draws=1000, **kw).fit(*data)
     assert len(fresh.diagnostics_["attempts"]) == 1
     for group, name in (("posterior", "alpha"), ("sample_stats", "step_size")):
