@@ -267,6 +267,23 @@ def _failing_first(mod, monkeypatch, **failure):
     return used
 
 
+def _fresh_fit(used, est, *data):
+    """``est`` fitted under :func:`_failing_first`'s patches without the made-up failure
+    (only the list's first run fails): a fresh run to compare a retry with."""
+    used.clear()
+    used.append(None)
+    return est.fit(*data)
+
+
+def _assert_same_draws(a, b, *names):
+    """``a`` and ``b`` drew exactly the same ``(group, variable)`` arrays."""
+    from bayescal.bayes import _compat
+
+    for group, name in names:
+        np.testing.assert_array_equal(
+            *(np.asarray(_compat.group_dataset(e.idata_, group)[name]) for e in (a, b)))
+
+
 def test_divergences_resample_at_the_retry_target(data, monkeypatch):
     """A posterior failing with divergences is sampled again at retry_target_accept."""
     import bayescal.bayes.estimators as mod
@@ -295,7 +312,6 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
     of that length with the same seed.
     """
     import bayescal.bayes.estimators as mod
-    from bayescal.bayes import _compat
 
     used = _failing_first(mod, monkeypatch, ess_tail_min=341.0)
     resumed = []
@@ -316,13 +332,11 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
     assert est.diagnostics_["passed"] and est.diagnostics_["n_draws"] == 1000
     assert est.posterior_draws("W").shape[0] == SMALL["chains"] * 1000
     assert [a["draws"] for a in est.diagnostics_["attempts"]] == [500, 1000]
-    used.clear()  # the first fit of the list fails: this one is a fresh run of 1000 draws
-    used.append(None)
-    fresh = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
+    fresh = _fresh_fit(used, BayesianDirichletCalibrator(prior="temperature", random_seed=0,
+                                                         **SMALL), q, y)
     assert resumed == [False, True, False] and fresh.diagnostics_["passed"]
-    for group, name in (("posterior", "W"), ("posterior", "s"), ("sample_stats", "step_size")):
-        np.testing.assert_array_equal(
-            *(np.asarray(_compat.group_dataset(e.idata_, group)[name]) for e in (est, fresh)))
+    _assert_same_draws(est, fresh, ("posterior", "W"), ("posterior", "s"),
+                       ("sample_stats", "step_size"))
     used.clear()
     BayesianDirichletCalibrator(prior="temperature", random_seed=0, retry_draws=1000,
                                 **(small | {"draws": 400})).fit(q, y)
@@ -338,19 +352,14 @@ def test_generative_mixing_retry_continues_its_chains(data, monkeypatch):
     """The generative calibrator's mixing retry continues its compiled chains too: the
     same draws as a fresh run of twice the draws with the same seed."""
     import bayescal.bayes.estimators as mod
-    from bayescal.bayes import _compat
 
     used = _failing_first(mod, monkeypatch, ess_tail_min=341.0)
     kw = {"random_seed": 1, "tune": 500, "chains": 4, "progressbar": False}
     est = BayesianGenerativeCalibrator(draws=500, **kw).fit(*data)
     assert used == [(0.8, 500), (0.8, 1000)]
-    used.clear()  # the first fit of the list fails: this one is a fresh run of 1000 draws
-    used.append(None)
-    fresh = BayesianGenerativeCalibrator(draws=1000, **kw).fit(*data)
+    fresh = _fresh_fit(used, BayesianGenerativeCalibrator(draws=1000, **kw), *data)
     assert len(fresh.diagnostics_["attempts"]) == 1
-    for group, name in (("posterior", "alpha"), ("sample_stats", "step_size")):
-        np.testing.assert_array_equal(
-            *(np.asarray(_compat.group_dataset(e.idata_, group)[name]) for e in (est, fresh)))
+    _assert_same_draws(est, fresh, ("posterior", "alpha"), ("sample_stats", "step_size"))
 
 
 def test_convergence_error_leaves_the_estimator_unfitted(data):

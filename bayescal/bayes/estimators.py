@@ -513,6 +513,17 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             return _Attempt(attempt.target_accept, draws) if draws > attempt.draws else None
         return None
 
+    def _sample_compiled(self, sample: Any, *args: Any, attempt: _Attempt,
+                         tune: int) -> dict[str, Any]:
+        """``sample(*args, ...)`` (:func:`bayescal.bayes.compiled.sample` or ``sample_dirgen``)
+        for ``attempt``: the mixing retry continues the previous try's chains
+        (:meth:`_resume`), and this run's chains are kept for the next try."""
+        groups = sample(*args, draws=attempt.draws, tune=tune, chains=self.chains,
+                        random_seed=self.random_seed, target_accept=attempt.target_accept,
+                        resume=self._resume(attempt))
+        self._reused["chains"] = groups.pop("chains")
+        return groups
+
     def _resume(self, attempt: _Attempt) -> Any:
         """The previous try's compiled chains when ``attempt`` only runs them longer.
 
@@ -1620,13 +1631,9 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
                        "minutes here by that rule")
             raise self._too_large(k, coefs, MAX_CONDITIONAL_COEFS, why)
         if self.sampler_ == "jax":
-            groups = sample_compiled(x, y, prior, whiten, draws=attempt.draws,
-                                     tune=self._resolve_tune(whiten, compiled=True),
-                                     chains=self.chains,
-                                     random_seed=self.random_seed,
-                                     target_accept=attempt.target_accept,
-                                     resume=self._resume(attempt))
-            self._reused["chains"] = groups.pop("chains")
+            groups = self._sample_compiled(sample_compiled, x, y, prior, whiten,
+                                           attempt=attempt,
+                                           tune=self._resolve_tune(whiten, compiled=True))
             del groups["posterior"]["theta"]
             self.idata_ = _compat.from_dict(
                 groups, dims=_DIMS | {"tau": ["group"]},
@@ -2061,12 +2068,8 @@ class BayesianGenerativeCalibrator(_BayesianFamilyBase):
             z = rng.standard_normal((*shape, k, k))
             alpha = np.exp(u + np.einsum("jab,cdjb->cdja", L, z))
         elif self.sampler_ == "jax":
-            groups = sample_compiled_dirgen(counts, S, prior, (u, L), draws=attempt.draws,
-                                            tune=self._resolve_tune(), chains=self.chains,
-                                            random_seed=self.random_seed,
-                                            target_accept=attempt.target_accept,
-                                            resume=self._resume(attempt))
-            self._reused["chains"] = groups.pop("chains")
+            groups = self._sample_compiled(sample_compiled_dirgen, counts, S, prior, (u, L),
+                                           attempt=attempt, tune=self._resolve_tune())
             idata = _compat.from_dict(groups, dims={"alpha": ["class_out", "class_in"]},
                                       coords=_coords(k))
             alpha = groups["posterior"]["alpha"]
