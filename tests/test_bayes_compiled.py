@@ -125,10 +125,11 @@ def test_single_precision_rows_are_the_likelihood_to_float32_rounding(n, k):
     exact, single = (jax.jit(jax.value_and_grad(lambda v, f=f, d=d: f(v, d)[0]))
                      for f, d in ((density, base),
                                   (compiled._map_and_density("centred_f32", prior, k), low)))
+    map_of = jax.jit(lambda v: density(v, base)[3:])  # (W, b), compiled once
     for _ in range(5):
         v = rng.normal(size=dim)
         (a, ga), (b, gb) = exact(v), single(v)
-        _, _, _, W, c = density(v, base)
+        W, c = map_of(v)
         z = x @ np.asarray(W).T + np.asarray(c)
         ulps = np.finfo(np.float32).eps * float(np.sum(np.abs(z).max(axis=1) + np.log(k)))
         assert abs(float(a) - float(b)) <= ulps, (a, b, ulps)
@@ -148,7 +149,6 @@ def test_lowrank_coordinates_are_an_exact_change_of_variables(k, n):
     ``compiled.SINGLE_PRECISION_MIN_ROWS`` rows, within float32 rounding of it).
     """
     import jax
-    import jax.numpy as jnp
 
     from bayescal.bayes.hierarchical import centred_prior_factors, centred_prior_precision
     from bayescal.bayes.laplace import structured_mode
@@ -171,30 +171,35 @@ def test_lowrank_coordinates_are_an_exact_change_of_variables(k, n):
     single = compiled._map_and_density("lowrank_f32", prior, k)
     centred = compiled._map_and_density("centred_theta", prior, k)
     pad = compiled._data(x, y, compiled.row_bucket(x.shape[0])) | data
+    low = compiled._single_precision_rows(pad)
+    # each function compiled once (op-by-op evaluation compiles every operation
+    # of every call: 7-8 s a case)
+    theta_of = jax.jit(lambda e, z: compiled.lowrank_theta(e, z, data, prior, k))
+    jacobian = jax.jit(jax.jacfwd(lambda z, e: theta_of(e, z)[0][n_hyper:]))
+    logp = jax.jit(lambda v: (density(v, pad)[0], single(v, low)[0]))
+    logp_centred = jax.jit(lambda t: centred(t, pad)[0])
     rng = np.random.default_rng(2)
     for _ in range(3):
         eta = cond.hyper_loc + rng.normal(scale=0.7, size=n_hyper)
         xi = rng.normal(size=m)
-        th, log_jac = compiled.lowrank_theta(jnp.asarray(eta), jnp.asarray(xi), data, prior, k)
-        jac = jax.jacfwd(lambda z, e=eta: compiled.lowrank_theta(
-            jnp.asarray(e), z, data, prior, k)[0][n_hyper:])(jnp.asarray(xi))
-        sign, logdet = np.linalg.slogdet(np.asarray(jac))
+        th, log_jac = theta_of(eta, xi)
+        jac = np.asarray(jacobian(xi, eta))
+        sign, logdet = np.linalg.slogdet(jac)
         assert sign != 0.0 and float(log_jac) == pytest.approx(logdet, rel=1e-12, abs=1e-10)
         s, alpha, lam_b, g = (float(v) for v in centred_prior_precision(
             np.concatenate([eta, np.zeros(m)]), prior, k))
         P = F + alpha * np.eye(m) + (lam_b - alpha) * E + g * U @ U.T
-        np.testing.assert_allclose(np.asarray(jac @ jac.T), np.linalg.inv(P), rtol=1e-9,
+        np.testing.assert_allclose(jac @ jac.T, np.linalg.inv(P), rtol=1e-9,
                                    atol=1e-12 * np.abs(np.linalg.inv(P)).max())
-        mean = np.asarray(compiled.lowrank_theta(jnp.asarray(eta), jnp.zeros(m), data, prior,
-                                                 k)[0][n_hyper:])
+        mean = np.asarray(theta_of(eta, np.zeros(m))[0][n_hyper:])
         h = V @ data["h_hat"] + s * (P - F) @ u0
         np.testing.assert_allclose(mean, np.linalg.solve(P, h), rtol=1e-9, atol=1e-10)
         v = np.concatenate([eta - cond.hyper_loc, xi])
-        assert float(density(v, pad)[0]) == pytest.approx(
-            float(centred(np.asarray(th), pad)[0]) + float(log_jac), rel=1e-12)
+        exact, rows_f32 = (float(a) for a in logp(v))
+        assert exact == pytest.approx(float(logp_centred(np.asarray(th))) + float(log_jac),
+                                      rel=1e-12)
         # the sampler's form at many rows: the same, the likelihood's rows in float32
-        assert float(single(v, compiled._single_precision_rows(pad))[0]) == pytest.approx(
-            float(density(v, pad)[0]), rel=1e-6)
+        assert rows_f32 == pytest.approx(exact, rel=1e-6)
 
 
 def test_auto_resolves_to_the_compiled_sampler_for_structured_priors():
@@ -216,7 +221,7 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
     """The same seed gives the same draws; a new data set of the bucket, another
     ``target_accept`` (the divergence retry's), or another number of draws (the
     mixing retry's longer chains), compile nothing; a chain longer than one call
-    continues in a second one."""
+    continues in a second call of the same program, which compiles nothing either."""
     q, y, _, _ = make_dirgen(200, K, rng=6)  # 256 rows, as other tests' default fits
     a = BayesianDirichletCalibrator(random_seed=3, **SHORT).fit(q, y)
     assert a.sampler_ == "jax"
@@ -228,9 +233,23 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
     assert compiled._program.cache_info().misses == misses
     d = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"target_accept": 0.99})).fit(q, y)
     assert compiled._program.cache_info().misses == misses
-    # more steps than one call of the program runs (compiled.CHUNK: warm-up and draws)
-    first = compiled.CHUNK - TUNE_AUTO_COMPILED  # the draws of a chain's first call
-    long = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"draws": first + 7})).fit(q, y)
+    # more steps than one call of the program runs (compiled.CHUNK: warm-up and draws):
+    # the continuation runs the same program, so XLA compiles nothing
+    jax = compiled.import_jax()
+    compiles: list[float] = []
+
+    def listen(event: str, seconds: float, **kwargs) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        first = compiled.CHUNK - TUNE_AUTO_COMPILED  # the draws of a chain's first call
+        long = BayesianDirichletCalibrator(random_seed=3, **(SHORT | {"draws": first + 7})).fit(
+            q, y)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
     assert compiled._program.cache_info().misses == misses
     assert long.posterior_draws("s").shape == (2 * (first + 7),)
     # its first draws are those of the shorter run of the same seed (the same steps of

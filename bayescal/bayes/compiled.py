@@ -37,13 +37,13 @@ of the program, so what it is compiled for is the structure only: the prior,
 (``tune``: NumPyro builds its adaptation windows from it), NUTS' tree depth
 and the number of rows rounded up to a bucket (:func:`row_bucket`; padded rows
 have weight 0 and change nothing). The numbers of draws and chains are not
-part of it (a chain runs its steps in one call of up to :data:`CHUNK` steps,
-and the chains of a device one after the other), so another ``draws`` or
-``chains``, and the divergence retry (a higher ``target_accept``) compile
-nothing; a chain longer than :data:`CHUNK` steps, and the mixing retry's
-longer chains (which continue the first try's chains, :class:`Chains`,
-rather than run them again), continue from the state reached in calls of a
-second program, compiled once. A second data
+part of it (a chain runs its steps in calls of up to :data:`CHUNK` steps of
+one program, from a state that a second, small program starts, and the
+chains of a device one after the other), so another ``draws`` or
+``chains``, the divergence retry (a higher ``target_accept``), a chain
+longer than :data:`CHUNK` steps and the mixing retry's longer chains (which
+continue the first try's chains, :class:`Chains`, rather than run them
+again) compile nothing. A second data
 set of the same structure in the process compiles nothing; in a new process
 the compilation is read from JAX's persistent cache (:func:`cache_dir`), so a
 machine compiles each structure once.
@@ -505,21 +505,23 @@ CHUNK = 2500
 
 @functools.lru_cache(maxsize=8)
 def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: int):
-    """The jitted ``first(key, v0, count, data)`` and ``more(state, count, data)``.
+    """The jitted ``init(key, v0, data)`` and ``steps(state, count, data)``.
 
     ``model`` names the density: ``("structured", prior, k, kind)``
     (:func:`_structured_model`) or ``("dirgen", k)`` (:func:`_dirgen_model`).
-    ``first`` starts a chain at ``v0`` (NumPyro's NUTS, a warm-up of ``tune``
-    steps, diagonal mass matrix) and runs its first ``count`` (at most
-    :data:`CHUNK`) steps; ``more`` runs ``count`` more from the state reached.
-    Each returns the state reached, the derived draws and the sample stats of
-    its steps, in :data:`CHUNK` rows of which the first ``count`` are filled.
-    The numbers of draws and chains are not part of the programs, so a run of
-    any length reuses them (``more`` is compiled only when a chain is longer
-    than one call); ``data["target_accept"]`` is an argument too (the
-    step-size adaptation's target enters only its arithmetic), so a retry at
-    a higher target reuses them as well. Each function runs one chain per
-    device: one device, :func:`jax.jit`; several, :func:`jax.pmap` over them.
+    ``init`` starts a chain at ``v0`` (NumPyro's NUTS, a warm-up of ``tune``
+    steps, diagonal mass matrix): the kernel's state before its first step.
+    ``steps`` runs ``count`` (at most :data:`CHUNK`) steps from a state, warm-up
+    or draws alike, and returns the state reached, the derived draws and the
+    sample stats of its steps, in :data:`CHUNK` rows of which the first
+    ``count`` are filled. A chain's first call and every later one (a chain
+    longer than :data:`CHUNK` steps, the mixing retry's continuation) run the
+    same ``steps`` program, so a continuation compiles nothing. The numbers of
+    draws and chains are not part of the programs, so a run of any length
+    reuses them; ``data["target_accept"]`` is an argument too (the step-size
+    adaptation's target enters only its arithmetic), so a retry at a higher
+    target reuses them as well. Each function runs one chain per device: one
+    device, :func:`jax.jit`; several, :func:`jax.pmap` over them.
     """
     jax = import_jax()
     import jax.numpy as jnp
@@ -549,7 +551,14 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
     def put(rows, i, tree):
         return jax.tree_util.tree_map(lambda r, a: r.at[i].set(a), rows, tree)
 
-    def steps(state, sample_kernel, count, data):
+    def steps(fresh, key, v, given, count, data):
+        # a chain's first call (``fresh``) starts it at ``v`` with ``key``; a later one
+        # continues ``given`` (in the first call, a placeholder of its shapes). Both run
+        # the kernel's init, which sets its settings (warm-up length, tree depth,
+        # target): one gradient, whose state only a first call keeps.
+        start, sample_kernel = kernels(key, v, data)
+        state = jax.lax.cond(fresh, lambda: start, lambda: given)
+
         def step(i, carry):
             state, rows = carry
             state = sample_kernel(state, model_args=(data,))
@@ -562,21 +571,16 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
                                     rows_of(jax.eval_shape(derive, z[0], data)))
         return state, derived, rest
 
-    def first(key, v, count, data):
-        state, sample_kernel = kernels(key, v, data)
-        return steps(state, sample_kernel, count, data)
-
-    def more(state, count, data):
-        # the kernel's settings (warm-up length, tree depth, target) are set by its
-        # init; that initial state is not used (and so not computed)
-        _, sample_kernel = kernels(state.rng_key, state.z, data)
-        return steps(state, sample_kernel, count, data)
+    def placeholder(key, v, data):
+        """Zeros in the shapes of a chain's state (the ``given`` of a first call)."""
+        shapes = jax.eval_shape(lambda key, v: kernels(key, v, data)[0], key, v)
+        return jax.tree_util.tree_map(
+            lambda a: key if a.dtype == key.dtype else np.zeros(a.shape, a.dtype), shapes)
 
     if devices == 1:
-        return jax.jit(first), jax.jit(more)
+        return jax.jit(steps), placeholder
     # one chain on each device, in parallel
-    return (jax.pmap(first, in_axes=(0, 0, None, None)),
-            jax.pmap(more, in_axes=(0, None, None)))
+    return jax.pmap(steps, in_axes=(None, 0, 0, 0, None, None)), placeholder
 
 
 @dataclass
@@ -620,7 +624,7 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     jax = import_jax()
     data["target_accept"] = np.float64(target_accept)
     devices = _devices(chains)
-    first, more = _program(model, int(tune), int(max_tree_depth), devices)
+    steps, placeholder = _program(model, int(tune), int(max_tree_depth), devices)
     per_device = chains // devices
     total = int(tune) + int(draws)
     if resume is None:
@@ -646,10 +650,18 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
         while done < total:
             count = min(CHUNK, total - done)
             if done == 0:
-                start = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
-                states[j], derived, rest = first(*start, np.int32(count), data)
+                key, v = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
+                given = placeholder(key[0], v[0], data) if devices > 1 else placeholder(
+                    key, v, data)
+                if devices > 1:
+                    given = jax.tree_util.tree_map(
+                        lambda a, key=key: key if a.dtype == key.dtype
+                        else np.zeros((devices, *a.shape), a.dtype), given)
             else:
-                states[j], derived, rest = more(states[j], np.int32(count), data)
+                given = states[j]
+                key, v = given.rng_key, given.z
+            states[j], derived, rest = steps(np.bool_(done == 0), key, v, given,
+                                             np.int32(count), data)
             pieces[j].append(jax.tree_util.tree_map(
                 lambda a, c=count: _rows(np.asarray(a), c, devices), (derived, rest)))
             done += count
