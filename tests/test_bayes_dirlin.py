@@ -423,3 +423,12 @@ def test_pointwise_log_likelihood_is_the_log_softmax_of_every_draw(monkeypatch, 
                 z = x @ W[c, d].T + b[c, d]
                 want = z[np.arange(n), y] - logsumexp(z, axis=1)
                 np.testing.assert_allclose(got[c, d], want, rtol=0, atol=1e-12)
+        # into the rows of a larger table (as the log_likelihood group is filled)
+        table = np.full((12, n), np.nan)
+        back = estimators.pointwise_log_likelihood(W, b, x, y, out=table[1:11])
+        assert np.shares_memory(back, table)
+        np.testing.assert_array_equal(table[1:11], got.reshape(10, n))
+        assert np.isnan(table[[0, 11]]).all()  # the other rows untouched
+    for bad in (np.empty((10, n + 1)), np.empty((10, n), dtype=np.float32), np.empty(10 * n)):
+        with pytest.raises(ValueError, match=r"out must be a writeable float64 array of shape"):
+            estimators.pointwise_log_likelihood(W, b, x, y, out=bad)

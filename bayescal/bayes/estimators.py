@@ -182,7 +182,8 @@ def _shifted_logits(W: Array, b: Array, x: Array):
         yield s, z
 
 
-def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> Array:
+def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array, *,
+                             out: Array | None = None) -> Array:
     r"""``ln softmax(W_s x_i + b_s)[y_i]`` for every draw ``s`` and sample ``i``.
 
     Parameters
@@ -191,17 +192,28 @@ def pointwise_log_likelihood(W: ArrayLike, b: ArrayLike, x: Array, y: Array) -> 
     b : array-like of shape (..., k)
     x : ndarray of shape (n, k)
     y : ndarray of shape (n,)
+    out : ndarray of shape (n_draws, n), optional
+        A float64 array to write the result into (``n_draws`` the product of
+        ``W``'s leading dimensions), e.g. the rows of a larger table, so that
+        no second ``n_draws x n`` array is allocated and copied.
 
     Returns
     -------
     ndarray of shape (..., n)
+        ``out`` reshaped, when given.
     """
     W = np.asarray(W, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     lead = W.shape[:-2]
     n, k = x.shape
     Wf = W.reshape(-1, k, k)
-    out = np.empty((Wf.shape[0], n))
+    if out is None:
+        out = np.empty((Wf.shape[0], n))
+    elif (not isinstance(out, np.ndarray) or out.shape != (Wf.shape[0], n)
+          or out.dtype != np.float64 or not out.flags.writeable):
+        raise ValueError(f"out must be a writeable float64 array of shape {(Wf.shape[0], n)}; "
+                         f"got {getattr(out, 'dtype', type(out).__name__)} of shape "
+                         f"{getattr(out, 'shape', None)}")
     rows = np.arange(n)
     for s, z in _shifted_logits(Wf, b.reshape(-1, k), x):
         picked = z[:, y, rows]
@@ -572,9 +584,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         post = self.idata_.posterior
         n = groups[0][1].shape[0]
         ll = np.empty((self.n_draws_, n))
+        W, b = self._draws("W"), self._draws("b")
         for index, x in groups:
-            ll[index] = pointwise_log_likelihood(self._draws("W")[index],
-                                                 self._draws("b")[index], x, y)
+            if isinstance(index, slice):  # rows of ll: written in place, no copy
+                pointwise_log_likelihood(W[index], b[index], x, y, out=ll[index])
+            else:
+                ll[index] = pointwise_log_likelihood(W[index], b[index], x, y)
         ll = ll.reshape(post.sizes["chain"], post.sizes["draw"], n)
         coords = {"chain": post["chain"].values, "draw": post["draw"].values,
                   "obs": np.arange(n)}
