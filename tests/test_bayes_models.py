@@ -337,6 +337,44 @@ def test_centred_prior_precision_is_the_prior_quadratic(k, prior_kw, rng):
             assert got == pytest.approx(-0.5 * dev @ lam @ dev, rel=1e-10)
 
 
+
+def test_centred_prior_quadratic_is_exact_at_far_apart_scales():
+    """Group scales 1e-3 and 1e-9 apart (a chain's start reached them, k = 10, n = 100).
+
+    The quadratic form of ``centred_log_prior`` once came from the difference of
+    two sums of order ``lambda_d ~ 1e20``: about -4000 at the prior mean, where it
+    is 0, a spurious mode of the posterior in which that chain stalled (step size
+    1e-15). Checked against the closed form at displacements whose exact value is
+    of order one in every direction (``dev = L^-T z``, ``Lambda = L L'``).
+    """
+    from bayescal.bayes.hierarchical import (
+        StructuredPrior,
+        _log_group_sds,
+        centred_log_prior,
+        centred_prior_factors,
+        centred_prior_precision,
+    )
+
+    k, prior = 10, StructuredPrior()
+    m = k * (k - 1) + k - 1
+    eta = np.array([-0.154, -7.026, -21.531, -0.344])  # the stalled chain's hyperparameters
+    u0, Y = centred_prior_factors(k)
+    E = np.zeros((m, m))
+    E[k * (k - 1):, k * (k - 1):] = np.eye(k - 1)
+    U = Y[:, k - 1:]
+    s, alpha, lam_b, g = centred_prior_precision(np.concatenate([eta, np.zeros(m)]), prior, k)
+    log_sd_o, log_sd_d, _ = _log_group_sds(np.concatenate([eta, np.zeros(m)]), prior, k)
+    assert 2 * (log_sd_o - log_sd_d) > np.log(1e11)  # lambda_d / lambda_o: the cancellation's
+    lam = alpha * (np.eye(m) - E) + lam_b * E + g * U @ U.T
+    L = np.linalg.cholesky(lam)
+    at_mean = centred_log_prior(np.concatenate([eta, s * u0]), prior, k)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        z = rng.normal(size=m)
+        dev = np.linalg.solve(L.T, z)
+        got = centred_log_prior(np.concatenate([eta, s * u0 + dev]), prior, k) - at_mean
+        assert got == pytest.approx(-0.5 * z @ z, rel=1e-5)
+
 def test_centred_coordinates_need_every_group_free():
     from bayescal.bayes.hierarchical import StructuredPrior, centred_map
 
