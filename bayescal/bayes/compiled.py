@@ -38,8 +38,8 @@ of the program, so what it is compiled for is the structure only: the prior,
 and the number of rows rounded up to a bucket (:func:`row_bucket`; padded rows
 have weight 0 and change nothing). The numbers of draws and chains are not
 part of it (a chain runs its steps in calls of up to :data:`CHUNK` steps of
-one program, from a state that a second, small program starts, and the
-chains of a device one after the other), so another ``draws`` or
+one program, the first of which also starts it, and the chains of a device
+one after the other), so another ``draws`` or
 ``chains``, the divergence retry (a higher ``target_accept``), a chain
 longer than :data:`CHUNK` steps and the mixing retry's longer chains (which
 continue the first try's chains, :class:`Chains`, rather than run them
@@ -505,23 +505,25 @@ CHUNK = 2500
 
 @functools.lru_cache(maxsize=8)
 def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: int):
-    """The jitted ``init(key, v0, data)`` and ``steps(state, count, data)``.
+    """The jitted ``steps(fresh, key, v, state, count, data)`` and its ``placeholder``.
 
     ``model`` names the density: ``("structured", prior, k, kind)``
     (:func:`_structured_model`) or ``("dirgen", k)`` (:func:`_dirgen_model`).
-    ``init`` starts a chain at ``v0`` (NumPyro's NUTS, a warm-up of ``tune``
-    steps, diagonal mass matrix): the kernel's state before its first step.
-    ``steps`` runs ``count`` (at most :data:`CHUNK`) steps from a state, warm-up
-    or draws alike, and returns the state reached, the derived draws and the
-    sample stats of its steps, in :data:`CHUNK` rows of which the first
-    ``count`` are filled. A chain's first call and every later one (a chain
-    longer than :data:`CHUNK` steps, the mixing retry's continuation) run the
-    same ``steps`` program, so a continuation compiles nothing. The numbers of
-    draws and chains are not part of the programs, so a run of any length
-    reuses them; ``data["target_accept"]`` is an argument too (the step-size
-    adaptation's target enters only its arithmetic), so a retry at a higher
-    target reuses them as well. Each function runs one chain per device: one
-    device, :func:`jax.jit`; several, :func:`jax.pmap` over them.
+    ``steps`` runs ``count`` (at most :data:`CHUNK`) steps of NumPyro's NUTS
+    (a warm-up of ``tune`` steps, diagonal mass matrix), warm-up or draws
+    alike: with ``fresh`` from a new chain at ``v`` with ``key``, otherwise
+    from ``state``, the state a previous call reached (in a fresh call,
+    ``placeholder(key, v, data)``: zeros of its shapes). It returns the state
+    reached, the derived draws and the sample stats of its steps, in
+    :data:`CHUNK` rows of which the first ``count`` are filled. A chain's
+    first call and every later one (a chain longer than :data:`CHUNK` steps,
+    the mixing retry's continuation) run this one program, so a continuation
+    compiles nothing. The numbers of draws and chains are not part of it, so a
+    run of any length reuses it; ``data["target_accept"]`` is an argument too
+    (the step-size adaptation's target enters only its arithmetic), so a retry
+    at a higher target reuses it as well. It runs one chain per device: one
+    device, :func:`jax.jit`; several, :func:`jax.pmap` over them (``key``,
+    ``v`` and the state with a leading device axis).
     """
     jax = import_jax()
     import jax.numpy as jnp
@@ -571,19 +573,21 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
                                     rows_of(jax.eval_shape(derive, z[0], data)))
         return state, derived, rest
 
-    shapes: dict[tuple[int, ...], Any] = {}
+    shapes: list[Any] = []  # one chain's state, traced once (about 0.2 s at k = 10)
 
     def placeholder(key, v, data):
-        """Zeros in the shapes of a chain's state (the ``given`` of a first call).
+        """Zeros in the shapes of the chains' states (the ``state`` of a first call).
 
-        The shapes depend on the program and ``v``'s only (traced once: about
-        0.2 s at k = 10).
+        ``key`` and ``v`` as ``steps`` takes them (a leading device axis with
+        several devices); the state's random key is ``key`` itself.
         """
-        if v.shape not in shapes:
-            shapes[v.shape] = jax.eval_shape(lambda key, v: kernels(key, v, data)[0], key, v)
+        lead = (devices,) if devices > 1 else ()
+        if not shapes:
+            one = (key[0], v[0]) if lead else (key, v)
+            shapes.append(jax.eval_shape(lambda key, v: kernels(key, v, data)[0], *one))
         return jax.tree_util.tree_map(
-            lambda a: key if a.dtype == key.dtype else np.zeros(a.shape, a.dtype),
-            shapes[v.shape])
+            lambda a: key if a.dtype == key.dtype else np.zeros((*lead, *a.shape), a.dtype),
+            shapes[0])
 
     if devices == 1:
         return jax.jit(steps), placeholder
@@ -659,12 +663,7 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             count = min(CHUNK, total - done)
             if done == 0:
                 key, v = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
-                given = placeholder(key[0], v[0], data) if devices > 1 else placeholder(
-                    key, v, data)
-                if devices > 1:
-                    given = jax.tree_util.tree_map(
-                        lambda a, key=key: key if a.dtype == key.dtype
-                        else np.zeros((devices, *a.shape), a.dtype), given)
+                given = placeholder(key, v, data)
             else:
                 given = states[j]
                 key, v = given.rng_key, given.z
