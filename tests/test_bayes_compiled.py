@@ -11,6 +11,11 @@ PyMC's own NUTS on one data set.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -267,6 +272,45 @@ def test_seeded_fits_repeat_and_reuse_one_program(data):
     stats = _compat.group_dataset(c.idata_, "sample_stats")
     assert {"diverging", "n_steps", "tree_depth", "step_size", "energy", "lp"} <= set(stats)
     assert stats["diverging"].shape == (2, 300)
+
+
+_ACROSS_DEVICES = """
+import json, warnings
+from bayescal import BayesianDirichletCalibrator, make_dirgen
+from bayescal.bayes import compiled
+from bayescal.bayes.estimators import TUNE_AUTO_COMPILED
+warnings.simplefilter("ignore")
+q, y, _, _ = make_dirgen(40, 3, rng=6)
+kw = {"prior": "temperature", "chains": 2, "progressbar": False, "on_failure": "warn",
+      "random_seed": 3, "retry_draws": None, "retry_target_accept": None}
+short = BayesianDirichletCalibrator(draws=50, **kw).fit(q, y)
+jax = compiled.import_jax()
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **_: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+first = compiled.CHUNK - TUNE_AUTO_COMPILED
+long = BayesianDirichletCalibrator(draws=first + 7, **kw).fit(q, y)
+s_short, s_long = (e.idata_.posterior["s"].values for e in (short, long))
+print(json.dumps({"devices": compiled._devices(2), "compiles": len(compiles),
+                  "same_start": bool((s_long[:, :50] == s_short).all()),
+                  "draws": list(s_long.shape)}))
+"""
+
+
+def test_continuation_across_devices_compiles_nothing():
+    """With a device per chain (:func:`jax.pmap`, as where bayescal imports JAX
+    first: this module imports it before, so its other fits run on one device),
+    a chain's second call runs the executable of its first: the state it passes
+    back is moved to the host first (``compiled._on_host``). Before, the state's
+    device layout made ``pmap`` look up a second executable in every process."""
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    run = subprocess.run([sys.executable, "-c", _ACROSS_DEVICES], env=env, text=True,
+                         capture_output=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    first = compiled.CHUNK - TUNE_AUTO_COMPILED
+    assert found == {"devices": 2, "compiles": 0, "same_start": True, "draws": [2, first + 7]}
 
 
 @pytest.mark.slow

@@ -665,7 +665,7 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
                 key, v = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
                 given = placeholder(key, v, data)
             else:
-                given = states[j]
+                given = _on_host(states[j])
                 key, v = given.rng_key, given.z
             states[j], derived, rest = steps(np.bool_(done == 0), key, v, given,
                                              np.int32(count), data)
@@ -692,6 +692,26 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             "chains": Chains(model=model, tune=int(tune), max_tree_depth=int(max_tree_depth),
                              target_accept=float(target_accept), chains=chains, states=states,
                              pieces=pieces, done=total)}
+
+
+def _on_host(state: Any) -> Any:
+    """A chain's state as host arrays, as a first call passes its arguments.
+
+    The state a call returns lives on the devices, laid out as the call's
+    output; passed back as it is, it would be an argument of another layout
+    than a first call's (host arrays), for which :func:`jax.pmap` looks up a
+    second executable (from the persistent cache, 0.3 s at k = 3; a full
+    compile without it). Random keys keep their type.
+    """
+    jax = import_jax()
+
+    def host(a: Any) -> Any:
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(np.asarray(jax.random.key_data(a)),
+                                            impl=jax.random.key_impl(a))
+        return np.asarray(a)
+
+    return jax.tree_util.tree_map(host, state)
 
 
 def _rows(a: Array, count: int, devices: int) -> Array:
