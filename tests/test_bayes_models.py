@@ -337,7 +337,6 @@ def test_centred_prior_precision_is_the_prior_quadratic(k, prior_kw, rng):
             assert got == pytest.approx(-0.5 * dev @ lam @ dev, rel=1e-10)
 
 
-
 def test_centred_prior_quadratic_is_exact_at_far_apart_scales():
     """Group scales 1e-3 and 1e-9 apart (a chain's start reached them, k = 10, n = 100).
 
@@ -374,6 +373,7 @@ def test_centred_prior_quadratic_is_exact_at_far_apart_scales():
         dev = np.linalg.solve(L.T, z)
         got = centred_log_prior(np.concatenate([eta, s * u0 + dev]), prior, k) - at_mean
         assert got == pytest.approx(-0.5 * z @ z, rel=1e-5)
+
 
 def test_centred_coordinates_need_every_group_free():
     from bayescal.bayes.hierarchical import StructuredPrior, centred_map

@@ -586,8 +586,7 @@ def _program(model: tuple[Any, ...], tune: int, max_tree_depth: int, devices: in
             one = (key[0], v[0]) if lead else (key, v)
             shapes.append(jax.eval_shape(lambda key, v: kernels(key, v, data)[0], *one))
         return jax.tree_util.tree_map(
-            lambda a: key if a.dtype == key.dtype else np.zeros((*lead, *a.shape), a.dtype),
-            shapes[0])
+            lambda a: key if _is_key(a) else np.zeros((*lead, *a.shape), a.dtype), shapes[0])
 
     if devices == 1:
         return jax.jit(steps), placeholder
@@ -706,12 +705,18 @@ def _on_host(state: Any) -> Any:
     jax = import_jax()
 
     def host(a: Any) -> Any:
-        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        if _is_key(a):
             return jax.random.wrap_key_data(np.asarray(jax.random.key_data(a)),
                                             impl=jax.random.key_impl(a))
         return np.asarray(a)
 
     return jax.tree_util.tree_map(host, state)
+
+
+def _is_key(a: Any) -> bool:
+    """Whether ``a`` (an array or a shape) holds typed random keys (a chain's ``rng_key``)."""
+    jax = import_jax()
+    return bool(jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key))
 
 
 def _rows(a: Array, count: int, devices: int) -> Array:

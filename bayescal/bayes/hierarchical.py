@@ -572,10 +572,11 @@ def centred_log_prior(theta: Any, prior: StructuredPrior, k: int, xp: ModuleType
     lam_o, lam_d = xp.exp(-2.0 * lso), xp.exp(-2.0 * lsd)
     lam = lam_o + (lam_d - lam_o) * eye                        # [j, i]
     tot = lam.sum(axis=0)
-    # sum_j lam_j (d_j - dbar)^2 with dbar the lam-weighted mean: the quadratic form
-    # above without its difference of two large sums, which cancelled catastrophically
-    # where one scale is far below the other (lam_d / lam_o = 1e11: the form came out
-    # near -4000 instead of >= 0, a spurious mode that stalled a chain; tested)
+    # sum_j lam_j (d_j - dbar)^2 with dbar the lam-weighted mean. Not as
+    # sum_j lam_j d_j^2 - (sum_j lam_j d_j)^2 / tot (the same quantity): that difference
+    # of two large sums cancelled catastrophically where one scale is far below the
+    # other (lam_d / lam_o = 1e11: near -4000 instead of >= 0, a spurious mode that
+    # stalled a chain; tested)
     dbar = (lam * D).sum(axis=0) / tot
     quad = (lam * (D - dbar) ** 2).sum(axis=0)
     logdet = 2.0 * ((k - 1) * lso + lsd) + xp.log(tot / k)
