@@ -13,6 +13,10 @@ worktree, run from outside the checkout so that the worktree is imported::
     cd /tmp && PYTHONPATH=<worktree> OPENBLAS_NUM_THREADS=1 python \\
         <checkout>/benchmarks/many_rows_grid.py before.json CASE[,CASE...]
     OPENBLAS_NUM_THREADS=1 python benchmarks/many_rows_grid.py after.json CASE[,CASE...]
+
+A third argument, a JSON object, is passed to the estimator as parameters (a
+variant of the default, e.g. ``'{"target_accept": 0.8}'``). Each row keeps
+every try's ``target_accept``, divergences and result (``attempts``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 SCORES = HERE.parent / "results" / "quality" / "scores"
 
 
-def main(out: Path, cases: list[str]) -> None:
+def main(out: Path, cases: list[str], params: dict | None = None) -> None:
     import bayescal
     from bayescal.bayes import BayesianDirichletCalibrator
 
@@ -44,8 +48,9 @@ def main(out: Path, cases: list[str]) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                est = BayesianDirichletCalibrator(random_seed=0, progressbar=False,
-                                                  on_failure="warn").fit(d["p_cal"], d["y_cal"])
+                est = BayesianDirichletCalibrator(
+                    random_seed=0, progressbar=False, on_failure="warn",
+                    **(params or {})).fit(d["p_cal"], d["y_cal"])
             except Exception as e:  # a refusal or an error is a row too
                 res[key] = {"error": repr(e)[:200], "wall": time.perf_counter() - t0}
                 print(key, res[key], flush=True)
@@ -58,6 +63,7 @@ def main(out: Path, cases: list[str]) -> None:
             "rhat": dg["r_hat_max"], "ess_bulk": dg["ess_bulk_min"],
             "ess_tail": dg["ess_tail_min"], "div": int(dg["divergences"]),
             "steps": float(est.idata_.sample_stats["n_steps"].mean()),
+            "attempts": dg.get("attempts", []), "n": int(len(d["y_cal"])),
             "logloss": score(d["y_test"], est.predict_proba(d["p_test"]))["log_loss"],
             "s_mean": float(post["s"].mean()), "s_sd": float(post["s"].std()),
             "tau_mean": post["tau"].mean(("chain", "draw")).values.tolist(),
@@ -68,4 +74,5 @@ def main(out: Path, cases: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2].split(","))
+    main(Path(sys.argv[1]), sys.argv[2].split(","),
+         json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)

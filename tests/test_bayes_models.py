@@ -420,3 +420,32 @@ def test_centred_whitening_with_fixed_scales():
     whiten = centred_whitening(theta, x, y, prior, conditional_whitening(theta, x, y, prior))
     assert isinstance(whiten, CentredWhitening)
     assert whiten.loc.shape == (n_params(prior, 3),)
+
+
+def test_data_prior_ratio_scales_with_the_data():
+    """The smallest data-to-prior ratio is linear in the data: repeating every row
+    twice doubles the Fisher information at the same mode, and so the ratio; and
+    it is the smallest eigenvalue of the data's precision in the prior's units."""
+    from bayescal.bayes.hierarchical import (
+        StructuredPrior,
+        group_scales,
+        linear_part,
+        n_params,
+    )
+    from bayescal.bayes.laplace import conditional_whitening, data_prior_ratio, structured_mode
+    from bayescal.bayes.models import structured_log_posterior
+
+    q, y, _, _ = make_dirgen(400, 3, rng=[5, 2])
+    x = log_features(q)
+    prior = StructuredPrior()
+    theta, _, _ = structured_mode(structured_log_posterior(x, y, prior),
+                                  np.zeros(n_params(prior, 3)))
+    once = data_prior_ratio(theta, prior, conditional_whitening(theta, x, y, prior))
+    x2, y2 = np.concatenate([x, x]), np.concatenate([y, y])
+    twice = data_prior_ratio(theta, prior, conditional_whitening(theta, x2, y2, prior))
+    assert once > 0
+    np.testing.assert_allclose(twice, 2 * once, rtol=1e-10)
+    s = float(np.exp(prior.log_scale(theta[0])))
+    lin = linear_part(s, [float(t) for t in group_scales(theta, prior, 3)], prior, 3)
+    J, F = lin.dense(), conditional_whitening(theta, x, y, prior).fisher
+    np.testing.assert_allclose(once, np.linalg.eigvalsh(J.T @ F @ J).min(), rtol=1e-10)

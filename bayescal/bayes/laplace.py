@@ -49,6 +49,7 @@ __all__ = [
     "CENTRED_RATIO_FLOOR",
     "centred_whitening",
     "conditional_whitening",
+    "data_prior_ratio",
     "dirgen_log_evidence",
     "dirgen_log_posterior",
     "dirgen_mode",
@@ -398,6 +399,37 @@ def conditional_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: A
                                 fisher=n * H, grad=-n * g, r_star=r)
 
 
+def data_prior_ratio(theta: ArrayLike, prior: Any, conditional: Any) -> float:
+    r"""The smallest data-to-prior ratio of the map's coefficients at the mode ``theta``.
+
+    The smallest eigenvalue of :math:`J^\top F J`, where at the mode's
+    hyperparameters the conditional precision of the coefficients ``w`` is
+    :math:`I + J^\top F J` (prior plus data, in units of the prior;
+    :class:`~bayescal.bayes.models.ConditionalWhitening`, whose ``fisher`` is
+    ``F``): how many times the prior's precision the data give in the
+    direction they hold least. Every group of the prior must be present.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_params,)
+        The mode (:func:`structured_mode`).
+    prior : bayescal.bayes.priors.StructuredPrior
+    conditional : bayescal.bayes.models.ConditionalWhitening
+        :func:`conditional_whitening` at ``theta``.
+
+    Returns
+    -------
+    float
+    """
+    from bayescal.bayes.hierarchical import group_scales, linear_part
+
+    theta = np.asarray(theta, dtype=np.float64)
+    k = int(round((-1 + np.sqrt(1 + 4 * np.asarray(conditional.fisher).shape[0])) / 2))
+    s = float(np.exp(prior.log_scale(theta[0])))
+    lin = linear_part(s, [float(t) for t in group_scales(theta, prior, k)], prior, k)
+    return float(np.linalg.eigvalsh(lin.gram(np.asarray(conditional.fisher))).min())
+
+
 #: Below this smallest data-to-prior ratio :func:`centred_whitening` does not
 #: look for the centred mode (the prior holds some direction as much as the data).
 CENTRED_RATIO_FLOOR = 0.5
@@ -431,7 +463,7 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
     :func:`bayescal.bayes.models.structured_log_posterior`, PyTensor;
     :func:`bayescal.bayes.compiled.log_posterior`, JAX, for the compiled sampler).
     """
-    from bayescal.bayes.hierarchical import group_scales, linear_part, to_centred
+    from bayescal.bayes.hierarchical import to_centred
     from bayescal.bayes.models import CentredWhitening, structured_log_posterior
 
     if not all(prior.present):
@@ -439,9 +471,7 @@ def centred_whitening(theta: ArrayLike, x: ArrayLike, y: ArrayLike, prior: Any,
     theta = np.asarray(theta, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     k = x.shape[1]
-    s = float(np.exp(prior.log_scale(theta[0])))
-    lin = linear_part(s, [float(t) for t in group_scales(theta, prior, k)], prior, k)
-    ratio = np.linalg.eigvalsh(lin.gram(np.asarray(conditional.fisher))).min()
+    ratio = data_prior_ratio(theta, prior, conditional)
     if not ratio >= CENTRED_RATIO_FLOOR:
         return None
     log_posterior = log_posterior or structured_log_posterior
