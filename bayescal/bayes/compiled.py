@@ -240,7 +240,12 @@ def _loglik_f32(W: Any, b: Any, x_t32: Any, counts: Any, sums: Any, weights: Any
     :func:`~bayescal.bayes.models._loglik`: there a chain's draws are
     sensitive to any change of rounding (at ``k = 10``, ``n = 100`` one seed's
     chain stalled at a step size of 1e-15 with this layout, in float32 and in
-    float64 alike, and not with the row-major one).
+    float64 alike, and not with the row-major one). Above the threshold a chain
+    can still stall in single precision (pendigits' logistic scores, ``k = 10``,
+    ``n = 2748``, at ``target_accept=0.8``: a step size of 2.6e-14, where the
+    same chain in double precision adapted to 0.23); the estimators then sample
+    again in double precision (``sample``'s ``single_precision=False``;
+    :data:`bayescal.bayes.estimators.STALL_STEP_SIZE`).
     """
     import jax
     import jax.numpy as jnp
@@ -726,7 +731,8 @@ def _rows(a: Array, count: int, devices: int) -> Array:
 
 def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, draws: int,
            tune: int, chains: int, random_seed: int | None, target_accept: float,
-           max_tree_depth: int = 10, resume: Chains | None = None) -> dict[str, Any]:
+           max_tree_depth: int = 10, resume: Chains | None = None,
+           single_precision: bool | None = None) -> dict[str, Any]:
     """Sample the structured model with the compiled NUTS (module docstring).
 
     Parameters
@@ -750,13 +756,19 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         The ``"chains"`` of an earlier call on the same data with the same
         settings and fewer draws: its chains continue for the extra draws
         (:class:`Chains`); ``random_seed`` is then not used.
+    single_precision : bool or None, default=None
+        The likelihood's rows in single precision (:func:`_loglik_f32`);
+        ``None``: in the centred coordinates, and from
+        :data:`SINGLE_PRECISION_MIN_ROWS` padded rows in every coordinate
+        system; ``False``: the exact double-precision rows (what the
+        estimators' retry after a stalled chain runs).
 
     Returns
     -------
     groups : dict
         ``{"posterior": {"s", "tau", "W", "b", "theta"}, "sample_stats": {...},
-        "chains": Chains}``, arrays with leading axes ``(chain, draw)`` (sample
-        stats :data:`STATS`).
+        "chains": Chains, "single_precision": bool}``, arrays with leading axes
+        ``(chain, draw)`` (sample stats :data:`STATS`).
     """
     from bayescal.bayes.models import CentredWhitening
 
@@ -781,12 +793,15 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
                  "fisher": np.asarray(whiten.fisher, dtype=np.float64),
                  "grad": np.asarray(whiten.grad, dtype=np.float64),
                  "r_star": np.asarray(whiten.r_star, dtype=np.float64)}
-    if centred or rows >= SINGLE_PRECISION_MIN_ROWS:
+    if single_precision is None:
+        single_precision = centred or rows >= SINGLE_PRECISION_MIN_ROWS
+    if single_precision:
         kind += "_f32"
         data = _single_precision_rows(data)
-    return _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
-                draws=draws, tune=tune, chains=chains, random_seed=random_seed,
-                target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume)
+    groups = _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
+                  draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                  target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume)
+    return groups | {"single_precision": bool(single_precision)}
 
 
 def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Array, Array], *,

@@ -34,7 +34,7 @@ import importlib.util
 import json
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -260,10 +260,25 @@ def _check_open_unit(value: Any, name: str, also: str = "") -> None:
 
 @dataclass(frozen=True)
 class _Attempt:
-    """The sampler settings of one try at the posterior (``fit`` makes at most two)."""
+    """The sampler settings of one try at the posterior.
+
+    ``double``: the compiled sampler's likelihood rows in double precision
+    whatever the rows (the retry after a stalled chain).
+    """
 
     target_accept: float
     draws: int
+    double: bool = False
+
+
+#: A chain whose adapted step size is below this has stalled (no move within a
+#: tree of 1023 leapfrog steps). In the compiled sampler's single-precision rows
+#: (``compiled.SINGLE_PRECISION_MIN_ROWS``) this was seen where the prior holds
+#: a direction: pendigits' logistic scores (k = 10, n = 2748) at
+#: ``target_accept=0.8``, seed 0, one chain at 2.6e-14 where the same chain in
+#: double precision adapted to 0.23 (docs/benchmarks.md, *A stalled chain in
+#: single precision*).
+STALL_STEP_SIZE = 1e-8
 
 
 def _failed_on(diagnostics: dict[str, Any]) -> str | None:
@@ -465,7 +480,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                 break
             attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
                              "divergences": self.diagnostics_["divergences"],
-                             "passed": self.diagnostics_["passed"]})
+                             "passed": self.diagnostics_["passed"]}
+                            | ({"double_precision": True} if attempt.double else {}))
             self.diagnostics_["attempts"] = list(attempts)
             attempt = self._retry(attempt)
         self._reused = {}
@@ -515,25 +531,43 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         short: ``retry_draws`` draws per chain (longer chains), when set and
         more than the try's. So each remedy is applied once at most (three
         tries at most: smaller steps, then longer chains at those steps).
+
+        Before either (when ``retry_draws`` is set): a failed try of the
+        compiled sampler in single precision with a stalled chain
+        (:data:`STALL_STEP_SIZE`) is run again afresh, the same settings in
+        double precision (once; later tries keep it).
         """
         why = _failed_on(self.diagnostics_)
+        if (why is not None and self.retry_draws is not None and not attempt.double
+                and self._stalled()):
+            return replace(attempt, double=True)
         if why == "divergences" and self.retry_target_accept is not None:
             ta = float(self.retry_target_accept)
-            return _Attempt(ta, attempt.draws) if ta > attempt.target_accept else None
+            return replace(attempt, target_accept=ta) if ta > attempt.target_accept else None
         if why == "mixing" and self.retry_draws is not None:
             draws = self._retry_draws()
-            return _Attempt(attempt.target_accept, draws) if draws > attempt.draws else None
+            return replace(attempt, draws=draws) if draws > attempt.draws else None
         return None
+
+    def _stalled(self) -> bool:
+        """The last try ran single-precision rows and a chain's step size fell below
+        :data:`STALL_STEP_SIZE` (its median over the kept draws)."""
+        if not self._reused.get("single_precision"):
+            return False
+        steps = np.asarray(self.idata_.sample_stats["step_size"])
+        return bool(np.median(steps, axis=1).min() < STALL_STEP_SIZE)
 
     def _sample_compiled(self, sample: Any, *args: Any, attempt: _Attempt,
                          tune: int) -> dict[str, Any]:
         """``sample(*args, ...)`` (:func:`bayescal.bayes.compiled.sample` or ``sample_dirgen``)
         for ``attempt``: the mixing retry continues the previous try's chains
         (:meth:`_resume`), and this run's chains are kept for the next try."""
+        precision = {"single_precision": False} if attempt.double else {}
         groups = sample(*args, draws=attempt.draws, tune=tune, chains=self.chains,
                         random_seed=self.random_seed, target_accept=attempt.target_accept,
-                        resume=self._resume(attempt))
-        self._reused["chains"] = groups.pop("chains")
+                        resume=self._resume(attempt), **precision)
+        self._reused["chains"] = (groups.pop("chains"), attempt.double)
+        self._reused["single_precision"] = groups.pop("single_precision", False)
         return groups
 
     def _resume(self, attempt: _Attempt) -> Any:
@@ -542,10 +576,12 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         The mixing retry (more draws at the same ``target_accept``) continues
         the chains of the try before it (:class:`bayescal.bayes.compiled.Chains`):
         the same draws as a fresh run of that length with the same seed, for
-        the extra steps only. Any other try starts afresh.
+        the extra steps only. Any other try (another target, or double
+        precision after single) starts afresh.
         """
-        chains = self._reused.pop("chains", None)
-        if chains is not None and chains.target_accept == attempt.target_accept:
+        chains, double = self._reused.pop("chains", (None, False))
+        if (chains is not None and chains.target_accept == attempt.target_accept
+                and double == attempt.double):
             return chains
         return None
 
@@ -1141,7 +1177,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         at twice 1000 draws after a 500-step warm-up, 1000 steps per chain
         instead of 2500). ``None``: never. Each remedy is used once at most,
         so a fit samples at most three times (smaller steps, then longer
-        chains).
+        chains). A stalled chain is a mixing failure too: where the compiled
+        sampler's likelihood rows were in single precision (2048 rows or
+        more, or the centred coordinates) and a chain's step size fell below
+        :data:`STALL_STEP_SIZE`, the failed try is first sampled again
+        afresh in double precision, the same target and draws (marked
+        ``"double_precision"`` in ``diagnostics_["attempts"]``; one more try
+        at most), unless ``retry_draws`` is ``None``.
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
