@@ -348,47 +348,47 @@ def test_short_ess_or_high_rhat_resample_with_longer_chains(data, monkeypatch):
     assert used == [(0.95, 500)]
 
 
-def test_a_stalled_chain_in_single_precision_is_sampled_again_in_double(data, monkeypatch):
-    """A failed try whose rows were in single precision and one of whose chains
-    stalled (step size below STALL_STEP_SIZE) runs again afresh in double
-    precision, at the same target and draws; its draws are those of a fresh
-    double-precision fit (here the first try is forced to single precision and
-    its chain 0 made to stall)."""
+def test_a_chain_stalled_in_its_warm_up_runs_again_in_double_precision(data, monkeypatch):
+    """With single-precision rows, a run whose chain's step size adapts below the
+    estimator's STALL_STEP_SIZE stops at the end of its warm-up and runs again
+    afresh in double precision; the tries say so. Here the first run is forced
+    to single precision with a threshold every chain is below. Stopping after
+    the warm-up changes no draw (a run continues its state exactly)."""
     import bayescal.bayes.estimators as mod
 
-    used = _failing_first(mod, monkeypatch, ess_bulk_min=7.0, r_hat_max=1.55)
-    calls = []
+    calls, force = [], []
     inner = mod.sample_compiled
 
-    def single_first(*args, **kwargs):
-        calls.append((kwargs.get("single_precision"), kwargs["resume"] is not None))
-        if len(calls) == 1:
-            groups = inner(*args, **(kwargs | {"single_precision": True}))
-            groups["sample_stats"]["step_size"][0] = 2.6e-14
-            return groups
-        return inner(*args, **kwargs)
+    def spy(*args, **kwargs):
+        calls.append({key: kwargs.get(key) for key in ("single_precision", "stop_stalled",
+                                                         "resume")})
+        return inner(*args, **(kwargs | (force.pop(0) if force else {})))
 
-    monkeypatch.setattr(mod, "sample_compiled", single_first)
+    monkeypatch.setattr(mod, "sample_compiled", spy)
     q, y = data
-    est = BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
-    assert used == [(0.95, 1000), (0.95, 1000)]
-    assert calls == [(None, False), (False, False)]  # afresh, not a continuation
-    assert est.diagnostics_["passed"]
-    assert est.diagnostics_["attempts"] == [
-        {"target_accept": 0.95, "draws": 1000, "divergences": 0, "passed": False},
-        {"target_accept": 0.95, "draws": 1000, "divergences": 0, "passed": True,
-         "double_precision": True}]
-    # n = 200 rows run in double precision anyway: the retry's draws are a fresh fit's
-    fresh = _fresh_fit(used, BayesianDirichletCalibrator(prior="temperature", random_seed=0,
-                                                         **SMALL), q, y)
-    _assert_same_draws(est, fresh, ("posterior", "W"), ("sample_stats", "step_size"))
-    # without single precision, a tiny step size alone does not ask for it
+
+    def fit(**params):
+        return BayesianDirichletCalibrator(prior="temperature", random_seed=0,
+                                           **(SMALL | params)).fit(q, y)
+
+    force.append({"single_precision": True, "stop_stalled": 10.0})
+    est = fit()
+    assert calls == [{"single_precision": None, "stop_stalled": mod.STALL_STEP_SIZE,
+                      "resume": None},
+                     {"single_precision": False, "stop_stalled": None, "resume": None}]
+    (attempt,) = est.diagnostics_["attempts"]
+    assert attempt["double_precision"] and attempt["passed"]
+    assert 0 < attempt["stalled_step_size"] < 10.0
+    # n = 200 rows run in double precision anyway: the rerun's draws are a plain fit's
+    _assert_same_draws(est, fit(), ("posterior", "W"), ("sample_stats", "step_size"))
+    # in single precision, a run that stops for nothing draws what a run without the check does
+    force.extend([{"single_precision": True, "stop_stalled": 1e-30},
+                  {"single_precision": True, "stop_stalled": None}])
+    _assert_same_draws(fit(), fit(), ("posterior", "W"), ("sample_stats", "step_size"))
+    # retry_draws=None asks for no check
     calls.clear()
-    used.clear()
-    monkeypatch.setattr(mod, "sample_compiled", lambda *a, **kw: (
-        calls.append(kw.get("single_precision")), inner(*a, **kw))[1])
-    BayesianDirichletCalibrator(prior="temperature", random_seed=0, **SMALL).fit(q, y)
-    assert used == [(0.95, 1000), (0.95, 2000)] and calls == [None, None]  # the mixing retry
+    fit(retry_draws=None)
+    assert calls == [{"single_precision": None, "stop_stalled": None, "resume": None}]
 
 
 def test_generative_mixing_retry_continues_its_chains(data, monkeypatch):

@@ -625,9 +625,23 @@ class Chains:
     done: int
 
 
+class StalledChain(RuntimeError):
+    """A chain's step size, adapted in its warm-up, fell below the run's ``stop_stalled``.
+
+    Raised by :func:`sample` at the end of the warm-up, before any draw;
+    ``step_size`` is the smallest chain's.
+    """
+
+    def __init__(self, step_size: float, threshold: float) -> None:
+        super().__init__(f"a chain's step size adapted to {step_size:.3g} in its warm-up "
+                         f"(below {threshold:g}): it has stalled")
+        self.step_size = step_size
+
+
 def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[str, ...], *,
          draws: int, tune: int, chains: int, random_seed: int | None, target_accept: float,
-         max_tree_depth: int, resume: Chains | None = None) -> dict[str, Any]:
+         max_tree_depth: int, resume: Chains | None = None,
+         stop_stalled: float | None = None) -> dict[str, Any]:
     """Run :func:`_program` from jittered starts near ``v = 0``; the draws of ``names``.
 
     The chains are shared out among the devices (:func:`_devices`), one chain
@@ -635,7 +649,11 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     of at most :data:`CHUNK` steps, and its first ``tune`` steps (the warm-up)
     are dropped. ``resume`` (a :class:`Chains` of the same model, warm-up,
     target and chains, fewer steps) continues its chains instead; the result
-    holds a :class:`Chains` under ``"chains"``.
+    holds a :class:`Chains` under ``"chains"``. ``stop_stalled`` (a fresh run
+    with a warm-up): every chain's warm-up runs first, in calls of its own,
+    and :class:`StalledChain` is raised if an adapted step size is below it
+    (the draws are those of a run without it: a call continues its state
+    exactly).
     """
     jax = import_jax()
     data["target_accept"] = np.float64(target_accept)
@@ -658,14 +676,12 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             raise ValueError("resume continues the chains of the same model, warm-up, "
                              "target_accept and chains, to as many steps or more")
         states, pieces, done0 = list(resume.states), [list(p) for p in resume.pieces], resume.done
-    # chain c = d * per_device + j runs on device d, in its j-th turn
-    parts: list[Any] = []
-    for j in range(per_device):
-        idx = np.arange(devices) * per_device + j
-        done = done0
-        while done < total:
-            count = min(CHUNK, total - done)
+    def advance(j: int, done: int, until: int) -> None:
+        # chain c = d * per_device + j runs on device d, in its j-th turn
+        while done < until:
+            count = min(CHUNK, until - done)
             if done == 0:
+                idx = np.arange(devices) * per_device + j
                 key, v = (keys[idx], v0[idx]) if devices > 1 else (keys[j], v0[j])
                 given = placeholder(key, v, data)
             else:
@@ -676,6 +692,19 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             pieces[j].append(jax.tree_util.tree_map(
                 lambda a, c=count: _rows(np.asarray(a), c, devices), (derived, rest)))
             done += count
+
+    start = done0
+    if stop_stalled is not None and resume is None and 0 < int(tune) < total:
+        for j in range(per_device):
+            advance(j, 0, int(tune))
+        smallest = min(float(np.min(np.asarray(states[j].adapt_state.step_size)))
+                       for j in range(per_device))
+        if not smallest >= stop_stalled:
+            raise StalledChain(smallest, stop_stalled)
+        start = int(tune)
+    parts: list[Any] = []
+    for j in range(per_device):
+        advance(j, start, total)
         parts.append(jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=1)[:, tune:],
                                             *pieces[j]))
     # (turn, device, step, ...) -> (chain, step, ...), chain = device * per_device + turn
@@ -732,7 +761,8 @@ def _rows(a: Array, count: int, devices: int) -> Array:
 def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, draws: int,
            tune: int, chains: int, random_seed: int | None, target_accept: float,
            max_tree_depth: int = 10, resume: Chains | None = None,
-           single_precision: bool | None = None) -> dict[str, Any]:
+           single_precision: bool | None = None,
+           stop_stalled: float | None = None) -> dict[str, Any]:
     """Sample the structured model with the compiled NUTS (module docstring).
 
     Parameters
@@ -762,6 +792,10 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         :data:`SINGLE_PRECISION_MIN_ROWS` padded rows in every coordinate
         system; ``False``: the exact double-precision rows (what the
         estimators' retry after a stalled chain runs).
+    stop_stalled : float or None, default=None
+        With single-precision rows, a fresh run raises :class:`StalledChain`
+        at the end of the warm-up if a chain's adapted step size is below
+        this (:func:`_run`); ignored in double precision.
 
     Returns
     -------
@@ -800,7 +834,8 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
         data = _single_precision_rows(data)
     groups = _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
                   draws=draws, tune=tune, chains=chains, random_seed=random_seed,
-                  target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume)
+                  target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume,
+                  stop_stalled=stop_stalled if single_precision else None)
     return groups | {"single_precision": bool(single_precision)}
 
 

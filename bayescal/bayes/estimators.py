@@ -29,6 +29,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -58,6 +59,7 @@ from bayescal.bayes._sampling import (
     enforce,
     sample_model,
 )
+from bayescal.bayes.compiled import StalledChain
 from bayescal.bayes.compiled import log_posterior as compiled_log_posterior
 from bayescal.bayes.compiled import sample as sample_compiled
 from bayescal.bayes.compiled import sample_dirgen as sample_compiled_dirgen
@@ -260,24 +262,19 @@ def _check_open_unit(value: Any, name: str, also: str = "") -> None:
 
 @dataclass(frozen=True)
 class _Attempt:
-    """The sampler settings of one try at the posterior.
-
-    ``double``: the compiled sampler's likelihood rows in double precision
-    whatever the rows (the retry after a stalled chain).
-    """
+    """The sampler settings of one try at the posterior (``fit`` makes at most three)."""
 
     target_accept: float
     draws: int
-    double: bool = False
 
 
-#: A chain whose adapted step size is below this has stalled (no move within a
-#: tree of 1023 leapfrog steps). In the compiled sampler's single-precision rows
-#: (``compiled.SINGLE_PRECISION_MIN_ROWS``) this was seen where the prior holds
-#: a direction: pendigits' logistic scores (k = 10, n = 2748) at
-#: ``target_accept=0.8``, seed 0, one chain at 2.6e-14 where the same chain in
-#: double precision adapted to 0.23 (docs/benchmarks.md, *A stalled chain in
-#: single precision*).
+#: A chain whose step size adapts below this in its warm-up has stalled (no move
+#: within a tree of 1023 leapfrog steps). With the compiled sampler's
+#: single-precision rows (``compiled.SINGLE_PRECISION_MIN_ROWS``) this was seen
+#: on pendigits' logistic scores (k = 10, n = 2748) at ``target_accept=0.8``,
+#: seed 0: one chain at 2.6e-14 where the same chain in double precision adapted
+#: to 0.23 (docs/benchmarks.md, *A stalled chain in single precision*). Such a
+#: run stops at the end of its warm-up and runs again in double precision.
 STALL_STEP_SIZE = 1e-8
 
 
@@ -481,7 +478,7 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             attempts.append({"target_accept": attempt.target_accept, "draws": attempt.draws,
                              "divergences": self.diagnostics_["divergences"],
                              "passed": self.diagnostics_["passed"]}
-                            | ({"double_precision": True} if attempt.double else {}))
+                            | self._reused.get("precision_note", {}))
             self.diagnostics_["attempts"] = list(attempts)
             attempt = self._retry(attempt)
         self._reused = {}
@@ -531,16 +528,8 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         short: ``retry_draws`` draws per chain (longer chains), when set and
         more than the try's. So each remedy is applied once at most (three
         tries at most: smaller steps, then longer chains at those steps).
-
-        Before either (when ``retry_draws`` is set): a failed try of the
-        compiled sampler in single precision with a stalled chain
-        (:data:`STALL_STEP_SIZE`) is run again afresh, the same settings in
-        double precision (once; later tries keep it).
         """
         why = _failed_on(self.diagnostics_)
-        if (why is not None and self.retry_draws is not None and not attempt.double
-                and self._stalled()):
-            return replace(attempt, double=True)
         if why == "divergences" and self.retry_target_accept is not None:
             ta = float(self.retry_target_accept)
             return replace(attempt, target_accept=ta) if ta > attempt.target_accept else None
@@ -549,25 +538,35 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
             return replace(attempt, draws=draws) if draws > attempt.draws else None
         return None
 
-    def _stalled(self) -> bool:
-        """The last try ran single-precision rows and a chain's step size fell below
-        :data:`STALL_STEP_SIZE` (its median over the kept draws)."""
-        if not self._reused.get("single_precision"):
-            return False
-        steps = np.asarray(self.idata_.sample_stats["step_size"])
-        return bool(np.median(steps, axis=1).min() < STALL_STEP_SIZE)
-
-    def _sample_compiled(self, sample: Any, *args: Any, attempt: _Attempt,
-                         tune: int) -> dict[str, Any]:
+    def _sample_compiled(self, sample: Any, *args: Any, attempt: _Attempt, tune: int,
+                         precision: bool = False) -> dict[str, Any]:
         """``sample(*args, ...)`` (:func:`bayescal.bayes.compiled.sample` or ``sample_dirgen``)
         for ``attempt``: the mixing retry continues the previous try's chains
-        (:meth:`_resume`), and this run's chains are kept for the next try."""
-        precision = {"single_precision": False} if attempt.double else {}
-        groups = sample(*args, draws=attempt.draws, tune=tune, chains=self.chains,
-                        random_seed=self.random_seed, target_accept=attempt.target_accept,
-                        resume=self._resume(attempt), **precision)
-        self._reused["chains"] = (groups.pop("chains"), attempt.double)
-        self._reused["single_precision"] = groups.pop("single_precision", False)
+        (:meth:`_resume`), and this run's chains are kept for the next try.
+
+        ``precision`` (``compiled.sample``, which may run the likelihood's rows
+        in single precision): unless ``retry_draws`` is ``None``, a run whose
+        chain stalls in its warm-up (:data:`STALL_STEP_SIZE`,
+        :class:`~bayescal.bayes.compiled.StalledChain`) runs again afresh in
+        double precision, as does every later try of this fit; the tries say so
+        (``"double_precision"``, ``"stalled_step_size"``).
+        """
+        kwargs: dict[str, Any] = {}
+        if precision and self._reused.get("precision_note"):
+            kwargs["single_precision"] = False
+        elif precision and self.retry_draws is not None:
+            kwargs["stop_stalled"] = STALL_STEP_SIZE
+        run = functools.partial(sample, *args, draws=attempt.draws, tune=tune,
+                                chains=self.chains, random_seed=self.random_seed,
+                                target_accept=attempt.target_accept)
+        try:
+            groups = run(resume=self._resume(attempt), **kwargs)
+        except StalledChain as stalled:
+            self._reused["precision_note"] = {"double_precision": True,
+                                              "stalled_step_size": stalled.step_size}
+            groups = run(resume=None, single_precision=False)
+        self._reused["chains"] = groups.pop("chains")
+        groups.pop("single_precision", None)
         return groups
 
     def _resume(self, attempt: _Attempt) -> Any:
@@ -576,12 +575,10 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
         The mixing retry (more draws at the same ``target_accept``) continues
         the chains of the try before it (:class:`bayescal.bayes.compiled.Chains`):
         the same draws as a fresh run of that length with the same seed, for
-        the extra steps only. Any other try (another target, or double
-        precision after single) starts afresh.
+        the extra steps only. Any other try starts afresh.
         """
-        chains, double = self._reused.pop("chains", (None, False))
-        if (chains is not None and chains.target_accept == attempt.target_accept
-                and double == attempt.double):
+        chains = self._reused.pop("chains", None)
+        if chains is not None and chains.target_accept == attempt.target_accept:
             return chains
         return None
 
@@ -1177,13 +1174,13 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         at twice 1000 draws after a 500-step warm-up, 1000 steps per chain
         instead of 2500). ``None``: never. Each remedy is used once at most,
         so a fit samples at most three times (smaller steps, then longer
-        chains). A stalled chain is a mixing failure too: where the compiled
-        sampler's likelihood rows were in single precision (2048 rows or
-        more, or the centred coordinates) and a chain's step size fell below
-        :data:`STALL_STEP_SIZE`, the failed try is first sampled again
-        afresh in double precision, the same target and draws (marked
-        ``"double_precision"`` in ``diagnostics_["attempts"]``; one more try
-        at most), unless ``retry_draws`` is ``None``.
+        chains). A stalled chain is one more remedy of slow mixing: where
+        the compiled sampler's likelihood rows are in single precision (2048
+        rows or more, or the centred coordinates) and a chain's step size
+        adapts below :data:`STALL_STEP_SIZE` in its warm-up, the run stops
+        there and runs again afresh in double precision, as does every later
+        try (marked ``"double_precision"`` and ``"stalled_step_size"`` in
+        ``diagnostics_["attempts"]``), unless ``retry_draws`` is ``None``.
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
@@ -1689,7 +1686,7 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
             raise self._too_large(k, coefs, MAX_CONDITIONAL_COEFS, why)
         if self.sampler_ == "jax":
             groups = self._sample_compiled(sample_compiled, x, y, prior, whiten,
-                                           attempt=attempt,
+                                           attempt=attempt, precision=True,
                                            tune=self._resolve_tune(whiten, compiled=True))
             del groups["posterior"]["theta"]
             self.idata_ = _compat.from_dict(
