@@ -1174,13 +1174,14 @@ class BayesianDirichletCalibrator(_BayesianFamilyBase):
         at twice 1000 draws after a 500-step warm-up, 1000 steps per chain
         instead of 2500). ``None``: never. Each remedy is used once at most,
         so a fit samples at most three times (smaller steps, then longer
-        chains). A stalled chain is one more remedy of slow mixing: where
-        the compiled sampler's likelihood rows are in single precision (2048
-        rows or more, or the centred coordinates) and a chain's step size
-        adapts below :data:`STALL_STEP_SIZE` in its warm-up, the run stops
-        there and runs again afresh in double precision, as does every later
-        try (marked ``"double_precision"`` and ``"stalled_step_size"`` in
-        ``diagnostics_["attempts"]``), unless ``retry_draws`` is ``None``.
+        chains). A chain that stalls has a remedy of its own, unless
+        ``retry_draws`` is ``None``: where the compiled sampler's likelihood
+        rows are in single precision (2048 rows or more, or the centred
+        coordinates) and a chain's step size adapts below
+        :data:`STALL_STEP_SIZE` in its warm-up, the run stops there and runs
+        again afresh in double precision, as does every later try (marked
+        ``"double_precision"`` and ``"stalled_step_size"`` in
+        ``diagnostics_["attempts"]``).
     classes : array-like of shape (n_classes,), default=None
         The label of each score column, in column order; ``None`` reads them
         from ``y`` (see :class:`bayescal.DirichletCalibrator`). ``classes_``
