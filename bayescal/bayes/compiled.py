@@ -801,8 +801,8 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     -------
     groups : dict
         ``{"posterior": {"s", "tau", "W", "b", "theta"}, "sample_stats": {...},
-        "chains": Chains, "single_precision": bool}``, arrays with leading axes
-        ``(chain, draw)`` (sample stats :data:`STATS`).
+        "chains": Chains}``, arrays with leading axes ``(chain, draw)`` (sample
+        stats :data:`STATS`).
     """
     from bayescal.bayes.models import CentredWhitening
 
@@ -832,11 +832,10 @@ def sample(x: ArrayLike, y: ArrayLike, prior: StructuredPrior, whiten: Any, *, d
     if single_precision:
         kind += "_f32"
         data = _single_precision_rows(data)
-    groups = _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
-                  draws=draws, tune=tune, chains=chains, random_seed=random_seed,
-                  target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume,
-                  stop_stalled=stop_stalled if single_precision else None)
-    return groups | {"single_precision": bool(single_precision)}
+    return _run(("structured", prior, k, kind), data, dim, ("s", "tau", "W", "b", "theta"),
+                draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                target_accept=target_accept, max_tree_depth=max_tree_depth, resume=resume,
+                stop_stalled=stop_stalled if single_precision else None)
 
 
 def sample_dirgen(counts: ArrayLike, S: ArrayLike, prior: Any, whiten: tuple[Array, Array], *,

@@ -566,7 +566,6 @@ class _BayesianFamilyBase(FamilyCalibratorMixin):
                                               "stalled_step_size": stalled.step_size}
             groups = run(resume=None, single_precision=False)
         self._reused["chains"] = groups.pop("chains")
-        groups.pop("single_precision", None)
         return groups
 
     def _resume(self, attempt: _Attempt) -> Any:
