@@ -947,6 +947,11 @@ class _Problem:
             np.arange(k) * D + k,
         ])
         H = Ht[np.ix_(perm, perm)]
+        # The products above are symmetric in exact arithmetic, but BLAS may sum
+        # the blocks' mirrored entries in different orders (seen with OpenBLAS's
+        # kernels on AMD EPYC, in float32 and float64 alike): mirror exactly.
+        H += H.T
+        H *= 0.5
         H[np.diag_indices(m)] += self.pen_diag
         return H
 

@@ -230,7 +230,7 @@ def test_float32_newton_hessian_matches_exact_one(structure):
     st = prob.state(rng.normal(scale=0.3, size=prob.m) + (1.0 if structure == "scalar" else 0))
     exact, low = prob.hess_dense(st), prob.hess_dense(st, np.float32)
     assert low.dtype == np.float64 and low.shape == exact.shape
-    assert np.array_equal(low, low.T)
+    assert np.array_equal(low, low.T) and np.array_equal(exact, exact.T)
     assert np.linalg.norm(low - exact) <= 1e-5 * np.linalg.norm(exact)
     if structure != "full":  # only a full W's Hessian is worth float32
         assert np.array_equal(low, exact)
