@@ -20,6 +20,19 @@ whitening matrices are random stand-ins of the right shape (the cost does not
 depend on their values); the rows are padded to the program's bucket as in a
 fit. Reported: the median of 5 runs of 200 gradients each, in ms, and the
 compilation time of the first call.
+
+``--loop`` times the gradients as the sampler runs them instead: ``--reps``
+of them inside one compiled ``jax.lax.fori_loop`` (each step moves the point
+a little along its gradient), the data already on the device, so that no
+call returns to Python between gradients; it reports the wall and the CPU
+milliseconds of a gradient (CPU above wall: XLA spread the loop over more
+than one thread). Run it under ``taskset -c 0`` to see a gradient's cost on
+one core::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py --loop \
+        --cases 10x100,10x5000 --kinds lowrank_f32,centred_f32
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 python benchmarks/bench_gradient.py --loop \
+        --cases 10x100,10x5000 --kinds lowrank_f32,centred_f32
 """
 
 from __future__ import annotations
@@ -35,6 +48,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--loop", action="store_true",
+                    help="time --reps gradients inside one compiled loop (wall and CPU ms)")
     ap.add_argument("--kinds", default="conditional,lowrank,centred",
                     help="coordinate systems, comma-separated; a suffix _f32 computes the "
                          "likelihood's rows in single precision (compiled._loglik_f32)")
@@ -56,8 +71,13 @@ def main() -> None:
     prior = BayesianDirichletCalibrator()._structured_prior()
     n_hyper = 1 + sum(prior.sampled)
     rng = np.random.default_rng(0)
-    print("| k | n | coefficients | coordinates | compile s | ms per gradient |")
-    print("|---|---|---|---|---|---|")
+    if args.loop:
+        print("| k | n | coefficients | coordinates | compile s | ms per gradient (wall) "
+              "| CPU ms per gradient |")
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print("| k | n | coefficients | coordinates | compile s | ms per gradient |")
+        print("|---|---|---|---|---|---|")
     for case in args.cases.split(","):
         k, n = (int(v) for v in case.split("x"))
         x = np.log(rng.dirichlet(np.ones(k), n))
@@ -81,8 +101,11 @@ def main() -> None:
                 d.update(lowrank_data(whiten, prior, k))
             else:
                 d.update(loc=np.zeros(dim), chol=np.eye(dim) * 0.1)
-            fn = _value_and_grad(prior, k, kind)
             v = np.full(dim, 0.01)
+            if args.loop:
+                print(_in_a_loop(jax, prior, k, kind, d, v, args.reps, coefs), flush=True)
+                continue
+            fn = _value_and_grad(prior, k, kind)
             t = time.perf_counter()
             jax.block_until_ready(fn(v, d))
             compile_s = time.perf_counter() - t
@@ -95,6 +118,40 @@ def main() -> None:
                 runs.append(1e3 * (time.perf_counter() - t) / args.reps)
             print(f"| {k} | {n} | {coefs} | {kind} | {compile_s:.2f} | "
                   f"{statistics.median(runs):.3f} |", flush=True)
+
+
+def _in_a_loop(jax, prior, k: int, kind: str, data: dict, v: np.ndarray, reps: int,
+               coefs: int) -> str:
+    """One table row of ``--loop``: ``reps`` gradients in one compiled ``fori_loop``."""
+    import jax.numpy as jnp
+
+    from bayescal.bayes.compiled import _map_and_density
+
+    f = _map_and_density(kind, prior, k)
+    grad = jax.value_and_grad(lambda u, dd: f(u, dd)[0])
+
+    @jax.jit
+    def loop(u, dd):
+        def body(_, carry):
+            u, acc = carry
+            value, g = grad(u, dd)
+            return u - 1e-6 * g, acc + value
+        return jax.lax.fori_loop(0, reps, body, (u, jnp.zeros(())))
+
+    dd = {key: jnp.asarray(value) for key, value in data.items()}
+    u = jnp.asarray(v)
+    t = time.perf_counter()
+    jax.block_until_ready(loop(u, dd))
+    compile_s = time.perf_counter() - t
+    walls, cpus = [], []
+    for _ in range(5):
+        t, c = time.perf_counter(), time.process_time()
+        jax.block_until_ready(loop(u, dd))
+        walls.append(1e3 * (time.perf_counter() - t) / reps)
+        cpus.append(1e3 * (time.process_time() - c) / reps)
+    n = int(np.sum(data["weights"]))  # the rows, not their padding
+    return (f"| {k} | {n} | {coefs} | {kind} | {compile_s:.2f} | "
+            f"{statistics.median(walls):.3f} | {statistics.median(cpus):.3f} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+"""Warm default Bayesian fits on one network-output file: wall, CPU, leapfrog steps, ESS.
+
+Run (the result is quoted in docs/benchmarks.md, section "Compiled sampler")::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/default_fit_times.py \\
+        --data ../shared/data/dnn/netcal_cifar10_wideresnet16-4.npz --fits 3
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 python benchmarks/default_fit_times.py \\
+        --data ../shared/data/dnn/netcal_cifar10_wideresnet16-4.npz --fits 3
+
+``BayesianDirichletCalibrator(random_seed=i)`` for ``i = 0 .. fits - 1`` on the
+file's ``idx_val`` rows, one after the other in this process (the first fit
+reads or compiles the sampler's program). Per fit: wall and CPU seconds, the
+mean leapfrog steps per kept draw, wall and CPU seconds per thousand kept
+steps (the kept draws' steps, 4 chains; the warm-up's are not counted),
+min(bulk, tail) ESS, divergences and the coordinates sampled. Under
+``taskset -c 0`` the process has one core: the chains take turns on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, required=True, help="a network-output .npz")
+    ap.add_argument("--fits", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    from bayescal.bayes import BayesianDirichletCalibrator
+
+    with np.load(args.data) as f:
+        q, y = f["probs"][f["idx_val"]], f["y"][f["idx_val"]]
+    print(f"{args.data.stem}: k={q.shape[1]}, n={len(y)}")
+    print("| seed | wall s | CPU s | steps per draw | wall s / 1000 steps | CPU s / 1000 steps "
+          "| min ESS | divergences | coordinates |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for seed in range(args.fits):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t, c = time.perf_counter(), time.process_time()
+            est = BayesianDirichletCalibrator(random_seed=seed, progressbar=False).fit(q, y)
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+        steps = est.idata_.sample_stats["n_steps"].values
+        d = est.diagnostics_
+        ess = min(d["ess_bulk_min"], d["ess_tail_min"])
+        print(f"| {seed} | {wall:.1f} | {cpu:.1f} | {steps.mean():.1f} | "
+              f"{1e3 * wall / steps.sum():.2f} | {1e3 * cpu / steps.sum():.2f} | {ess:.0f} | "
+              f"{d['divergences']} | {d['coordinates']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
