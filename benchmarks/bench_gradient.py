@@ -26,8 +26,10 @@ of them inside one compiled ``jax.lax.fori_loop`` (each step moves the point
 a little along its gradient), the data already on the device, so that no
 call returns to Python between gradients; it reports the wall and the CPU
 milliseconds of a gradient (CPU above wall: XLA spread the loop over more
-than one thread). Run it under ``taskset -c 0`` to see a gradient's cost on
-one core::
+than one thread). ``--loop --devices 2`` runs the same loop on two of the
+sampler's CPU devices at once, from two threads, as the sampler's chains run
+(per gradient: the wall time of both loops over ``reps``). Run it under
+``taskset -c 0`` to see a gradient's cost on one core::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py --loop \
         --cases 10x100,10x5000 --kinds lowrank_f32,centred_f32
@@ -38,6 +40,7 @@ one core::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -50,6 +53,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--loop", action="store_true",
                     help="time --reps gradients inside one compiled loop (wall and CPU ms)")
+    ap.add_argument("--devices", type=int, default=1,
+                    help="with --loop: run the loop on this many CPU devices at once")
     ap.add_argument("--kinds", default="conditional,lowrank,centred",
                     help="coordinate systems, comma-separated; a suffix _f32 computes the "
                          "likelihood's rows in single precision (compiled._loglik_f32)")
@@ -72,6 +77,7 @@ def main() -> None:
     n_hyper = 1 + sum(prior.sampled)
     rng = np.random.default_rng(0)
     if args.loop:
+        print(f"{args.devices} device(s) at once; {len(os.sched_getaffinity(0))} core(s)")
         print("| k | n | coefficients | coordinates | compile s | ms per gradient (wall) "
               "| CPU ms per gradient |")
         print("|---|---|---|---|---|---|---|")
@@ -103,7 +109,8 @@ def main() -> None:
                 d.update(loc=np.zeros(dim), chol=np.eye(dim) * 0.1)
             v = np.full(dim, 0.01)
             if args.loop:
-                print(_in_a_loop(jax, prior, k, kind, d, v, args.reps, coefs), flush=True)
+                print(_in_a_loop(jax, prior, k, kind, d, v, args.reps, coefs, args.devices),
+                      flush=True)
                 continue
             fn = _value_and_grad(prior, k, kind)
             t = time.perf_counter()
@@ -121,8 +128,14 @@ def main() -> None:
 
 
 def _in_a_loop(jax, prior, k: int, kind: str, data: dict, v: np.ndarray, reps: int,
-               coefs: int) -> str:
-    """One table row of ``--loop``: ``reps`` gradients in one compiled ``fori_loop``."""
+               coefs: int, devices: int = 1) -> str:
+    """One table row of ``--loop``: ``reps`` gradients in one compiled ``fori_loop``.
+
+    With ``devices > 1`` the loop runs on that many CPU devices at once (one
+    thread each); the times are those of all of them together, per ``reps``.
+    """
+    import threading
+
     import jax.numpy as jnp
 
     from bayescal.bayes.compiled import _map_and_density
@@ -138,15 +151,28 @@ def _in_a_loop(jax, prior, k: int, kind: str, data: dict, v: np.ndarray, reps: i
             return u - 1e-6 * g, acc + value
         return jax.lax.fori_loop(0, reps, body, (u, jnp.zeros(())))
 
-    dd = {key: jnp.asarray(value) for key, value in data.items()}
-    u = jnp.asarray(v)
+    on = jax.devices()[:devices]
+    if len(on) < devices:
+        raise SystemExit(f"--devices {devices}: JAX has {len(on)} CPU devices")
+    args = [(jax.device_put(jnp.asarray(v), dev),
+             {key: jax.device_put(jnp.asarray(value), dev) for key, value in data.items()})
+            for dev in on]
+
+    def run_all() -> None:
+        threads = [threading.Thread(target=lambda a=a: jax.block_until_ready(loop(*a)))
+                   for a in args]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+
     t = time.perf_counter()
-    jax.block_until_ready(loop(u, dd))
+    run_all()
     compile_s = time.perf_counter() - t
     walls, cpus = [], []
     for _ in range(5):
         t, c = time.perf_counter(), time.process_time()
-        jax.block_until_ready(loop(u, dd))
+        run_all()
         walls.append(1e3 * (time.perf_counter() - t) / reps)
         cpus.append(1e3 * (time.process_time() - c) / reps)
     n = int(np.sum(data["weights"]))  # the rows, not their padding
