@@ -313,6 +313,60 @@ def test_continuation_across_devices_compiles_nothing():
     assert found == {"devices": 2, "compiles": 0, "same_start": True, "draws": [2, first + 7]}
 
 
+_PAIRED_TURNS = """
+import json, warnings
+import numpy as np
+from bayescal import BayesianDirichletCalibrator, make_dirgen
+from bayescal.bayes import compiled
+warnings.simplefilter("ignore")
+q, y, _, _ = make_dirgen(60, 3, rng=6)
+kw = {"prior": "temperature", "chains": 4, "progressbar": False, "on_failure": "warn",
+      "random_seed": 3, "retry_target_accept": None, "ess_min": 1e9}
+orders = []
+pair = compiled._pair_turns
+def spy(*args):
+    out = pair(*args)
+    orders.append([int(c) for c in out[2]])
+    return out
+compiled._pair_turns = spy
+draws = {}
+for flag in (True, False):
+    compiled.PAIR_TURNS = flag
+    # ESS short of 1e9: the mixing retry continues the chains to twice the draws
+    est = BayesianDirichletCalibrator(draws=40, **kw).fit(q, y)
+    draws[flag] = est.idata_.posterior["s"].values
+    steps = est.idata_.sample_stats["step_size"].values[:, -1]
+compiled.PAIR_TURNS = True
+fresh = BayesianDirichletCalibrator(draws=80, **(kw | {"retry_draws": None})).fit(q, y)
+print(json.dumps({"devices": compiled._devices(4), "orders": orders,
+                  "shape": list(draws[True].shape),
+                  "same": bool(np.array_equal(draws[True], draws[False])),
+                  "fresh": bool(np.array_equal(draws[True], fresh.idata_.posterior["s"].values)),
+                  "ranked": [int(c) for c in np.argsort(-steps, kind="stable")]}))
+"""
+
+
+def test_chains_paired_by_step_size_draw_what_they_drew_in_their_own_slots():
+    """Four chains on two devices (two turns each, :func:`jax.pmap`): after the
+    warm-up the chains are regrouped by adapted step size
+    (``compiled._pair_turns``), each with its state, key and rows, so the draws
+    are the same as without the regrouping, chain by chain; the mixing retry
+    continues the regrouped chains (``Chains.order``) and equals a fresh run of
+    its length."""
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    run = subprocess.run([sys.executable, "-c", _PAIRED_TURNS], env=env, text=True,
+                         capture_output=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["devices"] == 2 and found["shape"] == [4, 80]
+    assert found["same"] and found["fresh"]
+    # regrouped once in the first fit (the retry continues), once in the fresh fit:
+    # slot d * 2 + j holds the (j * 2 + d)-th chain by step size, largest first
+    ranked = found["ranked"]
+    expected = [ranked[0], ranked[2], ranked[1], ranked[3]]
+    assert found["orders"] == [expected, expected]
+
+
 @pytest.mark.slow
 @pytest.mark.once
 def test_compiled_posterior_matches_the_pymc_model_sampled_by_numpyro():

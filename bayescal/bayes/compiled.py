@@ -506,6 +506,9 @@ def _dirgen_model(k: int):
 #: run (500 warm-up steps and 1000 draws) and its mixing retry (2000 draws) in one call
 #: per chain; a longer chain continues from where the previous call stopped.
 CHUNK = 2500
+#: Regroup the chains by adapted step size after their warm-up (:func:`_pair_turns`),
+#: where several devices run several chains each; the draws are the same.
+PAIR_TURNS = True
 
 
 @functools.lru_cache(maxsize=8)
@@ -623,6 +626,9 @@ class Chains:
     states: list[Any]
     pieces: list[list[Any]]
     done: int
+    #: the chain in each slot ``d * per_device + j`` (device ``d``, turn ``j``): after
+    #: the warm-up the chains are paired by adapted step size (:func:`_pair_turns`)
+    order: tuple[int, ...] | None = None
 
 
 class StalledChain(RuntimeError):
@@ -653,7 +659,9 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     with a warm-up): every chain's warm-up runs first, in calls of its own,
     and :class:`StalledChain` is raised if an adapted step size is below it
     (the draws are those of a run without it: a call continues its state
-    exactly).
+    exactly). The warm-up also runs first where several devices run several
+    chains each, and the chains are then regrouped by adapted step size
+    (:func:`_pair_turns`; :data:`PAIR_TURNS`), which changes no draw.
     """
     jax = import_jax()
     data["target_accept"] = np.float64(target_accept)
@@ -676,6 +684,9 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             raise ValueError("resume continues the chains of the same model, warm-up, "
                              "target_accept and chains, to as many steps or more")
         states, pieces, done0 = list(resume.states), [list(p) for p in resume.pieces], resume.done
+    order = np.arange(chains) if resume is None or resume.order is None else np.array(
+        resume.order)
+
     def advance(j: int, done: int, until: int) -> None:
         # chain c = d * per_device + j runs on device d, in its j-th turn
         while done < until:
@@ -694,22 +705,27 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
             done += count
 
     start = done0
-    if stop_stalled is not None and resume is None and 0 < int(tune) < total:
+    pair = PAIR_TURNS and devices > 1 and per_device > 1
+    if ((stop_stalled is not None or pair) and resume is None and 0 < int(tune) < total):
         for j in range(per_device):
             advance(j, 0, int(tune))
         smallest = min(float(np.min(np.asarray(states[j].adapt_state.step_size)))
                        for j in range(per_device))
-        if not smallest >= stop_stalled:
+        if stop_stalled is not None and not smallest >= stop_stalled:
             raise StalledChain(smallest, stop_stalled)
         start = int(tune)
+        if pair:
+            states, pieces, order = _pair_turns(states, pieces, order, devices, per_device)
     parts: list[Any] = []
     for j in range(per_device):
         advance(j, start, total)
         parts.append(jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=1)[:, tune:],
                                             *pieces[j]))
-    # (turn, device, step, ...) -> (chain, step, ...), chain = device * per_device + turn
+    # (turn, device, step, ...) -> (slot, step, ...), slot = device * per_device + turn,
+    # then the chains in their own order (slot s holds chain order[s])
+    back = np.argsort(order)
     derived, rest = jax.tree_util.tree_map(
-        lambda *a: np.stack(a, axis=1).reshape(chains, *a[0].shape[1:]), *parts)
+        lambda *a: np.stack(a, axis=1).reshape(chains, *a[0].shape[1:])[back], *parts)
     post = {name: np.asarray(derived[name], dtype=np.float64) for name in names}
     diverging, n_steps, step_size, accept, energy, lp = rest
     sample_stats = {
@@ -724,7 +740,53 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     return {"posterior": post, "sample_stats": sample_stats,
             "chains": Chains(model=model, tune=int(tune), max_tree_depth=int(max_tree_depth),
                              target_accept=float(target_accept), chains=chains, states=states,
-                             pieces=pieces, done=total)}
+                             pieces=pieces, done=total, order=tuple(int(c) for c in order))}
+
+
+def _pair_turns(states: list[Any], pieces: list[list[Any]], order: Array, devices: int,
+                per_device: int) -> tuple[list[Any], list[list[Any]], Array]:
+    """The chains regrouped after their warm-up so that each turn's have alike step sizes.
+
+    A call of the program runs one chain on each device and returns when the
+    slowest has run its steps; a chain's steps per draw follow its adapted
+    step size (trees of 15 leapfrog steps at one step size, 31 at a smaller
+    one), so a turn that pairs unlike chains leaves a device idle while the
+    other runs alone, which XLA's CPU runtime does more slowly than two at
+    once (docs/benchmarks.md, *A compiled loop with a core to spare*). The
+    chains sorted by step size fill the turns in that order. Each chain's
+    state, random key and rows so far move with it, so its draws are those
+    it would have drawn in its own slot: only the schedule changes.
+    ``order[s]`` is the chain in slot ``s = d * per_device + j``.
+    """
+    jax = import_jax()
+    host = [_on_host(state) for state in states]
+    step = np.stack([np.asarray(h.adapt_state.step_size) for h in host], axis=1).ravel()
+    ranked = np.argsort(-step, kind="stable")  # slots, largest step size first
+    # new slot d * per_device + j takes the (j * devices + d)-th of the ranked slots
+    src = np.array([ranked[j * devices + d] for d in range(devices)
+                    for j in range(per_device)])
+
+    def regroup(trees: list[Any]) -> list[Any]:
+        leaves = [jax.tree_util.tree_flatten(t)[0] for t in trees]
+        treedef = jax.tree_util.tree_structure(trees[0])
+        out: list[list[Any]] = [[] for _ in trees]
+        for by_turn in zip(*leaves, strict=True):
+            key = _is_key(by_turn[0])
+            arrays = [np.asarray(jax.random.key_data(a)) if key else np.asarray(a)
+                      for a in by_turn]
+            slots = np.stack(arrays, axis=1).reshape(devices * per_device,
+                                                     *arrays[0].shape[1:])[src]
+            slots = slots.reshape(devices, per_device, *slots.shape[1:])
+            for j in range(per_device):
+                a = slots[:, j]
+                out[j].append(jax.random.wrap_key_data(a, impl=jax.random.key_impl(by_turn[0]))
+                              if key else a)
+        return [jax.tree_util.tree_unflatten(treedef, leaves_j) for leaves_j in out]
+
+    new_pieces = [list(chunk) for chunk in zip(*(regroup(list(chunks))
+                                                 for chunks in zip(*pieces, strict=True)),
+                                               strict=True)]
+    return regroup(host), new_pieces, order[src]
 
 
 def _on_host(state: Any) -> Any:
