@@ -5,7 +5,7 @@ What bounds the size of a Bayesian fit (``BayesianDirichletCalibrator``'s
 10^5 gradients of its log density (4 chains x 2000 iterations x the leapfrog
 steps of each), so a gradient of 1 ms is a fit of a couple of minutes.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py \
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py \\
         --cases 10x100,15x100,20x100,30x100,10x5000,20x5000,30x5000
 
 For each ``k x n`` the gradient is timed in the sampled coordinate systems of
@@ -31,9 +31,9 @@ sampler's CPU devices at once, from two threads, as the sampler's chains run
 (per gradient: the wall time of both loops over ``reps``). Run it under
 ``taskset -c 0`` to see a gradient's cost on one core::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py --loop \
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_gradient.py --loop \\
         --cases 10x100,10x5000 --kinds lowrank_f32,centred_f32
-    OPENBLAS_NUM_THREADS=1 taskset -c 0 python benchmarks/bench_gradient.py --loop \
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 python benchmarks/bench_gradient.py --loop \\
         --cases 10x100,10x5000 --kinds lowrank_f32,centred_f32
 """
 

@@ -20,7 +20,7 @@ step size after their warm-up (``compiled.PAIR_TURNS``), alternating which
 goes first, after one unmeasured fit that reads the program; the draws are
 the same, so the two differ only in how the chains share the devices::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/default_fit_times.py \
+    OPENBLAS_NUM_THREADS=1 python benchmarks/default_fit_times.py \\
         --data ../shared/data/dnn/netcal_cifar10_wideresnet16-4.npz --fits 3 --pairing
 """
 
@@ -69,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _pairing(cls, compiled, q: np.ndarray, y: np.ndarray, fits: int) -> int:
     """``--pairing``: wall seconds of each seed without and with the regrouping."""
+    before = compiled.PAIR_TURNS
+    try:
+        return _pairs(cls, compiled, q, y, fits)
+    finally:
+        compiled.PAIR_TURNS = before
+
+
+def _pairs(cls, compiled, q: np.ndarray, y: np.ndarray, fits: int) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cls(random_seed=fits, progressbar=False).fit(q, y)  # reads or compiles the program
@@ -87,7 +95,6 @@ def _pairing(cls, compiled, q: np.ndarray, y: np.ndarray, fits: int) -> int:
             print(f"| {seed} | {', '.join(str(int(v)) for v in steps)} | {wall[False]:.1f} | "
                   f"{wall[True]:.1f} | {np.array_equal(draws[False], draws[True])} |",
                   flush=True)
-    compiled.PAIR_TURNS = True
     return 0
 
 

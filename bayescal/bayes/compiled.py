@@ -709,10 +709,11 @@ def _run(model: tuple[Any, ...], data: dict[str, Any], dim: int, names: tuple[st
     if ((stop_stalled is not None or pair) and resume is None and 0 < int(tune) < total):
         for j in range(per_device):
             advance(j, 0, int(tune))
-        smallest = min(float(np.min(np.asarray(states[j].adapt_state.step_size)))
-                       for j in range(per_device))
-        if stop_stalled is not None and not smallest >= stop_stalled:
-            raise StalledChain(smallest, stop_stalled)
+        if stop_stalled is not None:
+            smallest = min(float(np.min(np.asarray(states[j].adapt_state.step_size)))
+                           for j in range(per_device))
+            if not smallest >= stop_stalled:
+                raise StalledChain(smallest, stop_stalled)
         start = int(tune)
         if pair:
             states, pieces, order = _pair_turns(states, pieces, order, devices, per_device)
